@@ -1,0 +1,41 @@
+// duet: one binary, many subcommands. Only dispatch lives here; each command is its own file.
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "tools/commands.h"
+
+namespace {
+
+struct Command {
+  const char* name;
+  int (*fn)(int, char**);
+  const char* help;
+};
+
+const Command kCommands[] = {
+    {"inspect", duet::run_inspect, "show a model file's architecture, types, tokens (GGUF or safetensors)"},
+    {"quantize", duet::run_quantize, "convert safetensors/GGUF to GGUF of any type, or to FP8 safetensors"},
+    {"synth", duet::run_synth, "write a random-weight model with the exact shapes of a real one"},
+};
+
+void usage() {
+  std::printf("usage: duet <command> [options]\n\ncommands:\n");
+  for (const auto& c : kCommands) std::printf("  %-10s %s\n", c.name, c.help);
+  std::printf("\nRun 'duet <command> --help' for a command's options.\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") ||
+      !std::strcmp(argv[1], "help")) {
+    usage();
+    return argc < 2 ? 2 : 0;
+  }
+  for (const auto& c : kCommands)
+    if (!std::strcmp(argv[1], c.name)) return c.fn(argc - 1, argv + 1);
+  std::fprintf(stderr, "duet: unknown command '%s'\n", argv[1]);
+  usage();
+  return 2;
+}

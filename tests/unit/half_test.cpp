@@ -1,0 +1,57 @@
+// Scalar float conversions: exhaustive where the domain is small, round-to-nearest-even checks.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "tensor/dtype.h"
+#include "tensor/half.h"
+
+namespace duet {
+namespace {
+
+TEST(Half, F16RoundTripsEveryValue) {
+  for (uint32_t h = 0; h < 65536; ++h) {
+    float f = f16_to_f32(static_cast<uint16_t>(h));
+    if (std::isnan(f)) continue;
+    EXPECT_EQ(f32_to_f16(f), h) << h;
+  }
+}
+
+TEST(Half, F16RoundsToNearestEven) {
+  EXPECT_EQ(f32_to_f16(1.0f + 1.0f / 2048), 0x3c00);  // tie -> even (down)
+  EXPECT_EQ(f32_to_f16(1.0f + 3.0f / 2048), 0x3c02);  // tie -> even (up)
+  EXPECT_EQ(f32_to_f16(65520.0f), 0x7c00);            // rounds to inf
+  EXPECT_EQ(f32_to_f16(65519.0f), 0x7bff);
+  EXPECT_EQ(f32_to_f16(std::ldexp(1.0f, -25)), 0x0000);  // tie to zero
+  EXPECT_EQ(f32_to_f16(std::ldexp(1.5f, -25)), 0x0001);
+}
+
+TEST(Half, Fp8E4M3RoundTripsEveryValue) {
+  for (uint32_t v = 0; v < 256; ++v) {
+    float f = fp8_e4m3_to_f32(static_cast<uint8_t>(v));
+    if (std::isnan(f)) continue;
+    EXPECT_EQ(f32_to_fp8_e4m3(f), v) << v;
+  }
+  EXPECT_EQ(fp8_e4m3_to_f32(0x7e), 448.0f);
+  EXPECT_EQ(f32_to_fp8_e4m3(1e9f), 0x7e);   // saturates
+  EXPECT_EQ(f32_to_fp8_e4m3(-1e9f), 0xfe);
+}
+
+TEST(Half, Bf16) {
+  EXPECT_EQ(f32_to_bf16(1.0f), 0x3f80);
+  EXPECT_EQ(bf16_to_f32(0x3f80), 1.0f);
+  EXPECT_EQ(f32_to_bf16(f32_from_bits(0x3f808000)), 0x3f80);  // tie -> even
+  EXPECT_EQ(f32_to_bf16(f32_from_bits(0x3f818000)), 0x3f82);
+}
+
+TEST(DType, TableSizes) {
+  EXPECT_EQ(dtype_info(DType::kQ4_K).type_size, 144u);
+  EXPECT_EQ(dtype_info(DType::kQ4_K).block_size, 256u);
+  EXPECT_EQ(*row_bytes(DType::kQ8_0, 64), 68u);
+  EXPECT_FALSE(row_bytes(DType::kQ8_0, 48).has_value());
+  EXPECT_FALSE(dtype_info(4u).has_value());  // removed GGML id
+  EXPECT_EQ(*dtype_from_name("q4_k"), DType::kQ4_K);
+}
+
+}  // namespace
+}  // namespace duet
