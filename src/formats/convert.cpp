@@ -84,6 +84,11 @@ Result<TensorSourceSet> gguf_tensor_source(const std::string& path, std::shared_
     st.read_rows = [base, rb, ncols, dt](uint64_t r0, uint64_t n, float* dst) {
       for (uint64_t r = 0; r < n; ++r) dequantize_row(dt, base + (r0 + r) * rb, dst + r * ncols, ncols);
     };
+    const GgufFile* gf = file.get();
+    const uint64_t off = file->data_offset() + ti.offset, len = ti.n_bytes;
+    st.release = [gf, off, len] {
+      if (gf->mapping()) gf->mapping()->release(off, len);
+    };
     set.tensors.push_back(std::move(st));
   }
   set.keep_alive.push_back(file);
@@ -169,6 +174,7 @@ Result<TensorSourceSet> safetensors_tensor_source_gguf_names(std::shared_ptr<Saf
     st.name = *name;
     st.shape.assign(t.shape.rbegin(), t.shape.rend());
     st.src_dtype = t.dtype;
+    st.release = [mp = m.get(), &t] { mp->release(t); };
     DUET_ASSIGN_OR_RETURN(auto reader, hf_row_reader(*m, t));
     const uint64_t ncols = st.shape[0];
     const uint64_t nrows = st.n_rows();
@@ -216,6 +222,7 @@ Result<TensorSourceSet> safetensors_tensor_source_hf_names(std::shared_ptr<Safet
     st.shape.assign(t.shape.rbegin(), t.shape.rend());
     if (st.shape.empty()) st.shape = {1};
     st.src_dtype = t.dtype;
+    st.release = [mp = m.get(), &t] { mp->release(t); };
     DUET_ASSIGN_OR_RETURN(st.read_rows, hf_row_reader(*m, t));
     set.tensors.push_back(std::move(st));
   }
@@ -320,6 +327,7 @@ Status write_gguf(const TensorSourceSet& src, GgufWriter& w, FileType ft, const 
           prog.update(done, t.name);
         });
     DUET_RETURN_IF_ERROR(st);
+    if (t.release) t.release();
   }
   prog.finish();
   return w.finish();
@@ -392,6 +400,7 @@ Status write_safetensors(const TensorSourceSet& src, SafetensorsOutType type, co
           [&](const uint8_t* d, uint64_t n) { out.insert(out.end(), d, d + n); return Status::ok(); },
           [&](uint64_t rows) { done += rows * ncols; prog.update(done, t.name); }));
       DUET_RETURN_IF_ERROR(w.write_tensor(widx++, out.data(), out.size()));
+      if (t.release) t.release();
       continue;
     }
     // FP8: the whole tensor is needed to pick per-tensor / block scales; weights are read once
@@ -438,6 +447,7 @@ Status write_safetensors(const TensorSourceSet& src, SafetensorsOutType type, co
     }
     DUET_RETURN_IF_ERROR(w.write_tensor(widx++, q.data(), q.size()));
     DUET_RETURN_IF_ERROR(w.write_tensor(widx++, scales.data(), scales.size() * 4));
+    if (t.release) t.release();
     done += nrows * ncols;
     prog.update(done, t.name);
   }

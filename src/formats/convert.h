@@ -25,6 +25,8 @@ struct SourceTensor {
   DType src_dtype = DType::kF32;
   // Fills rows [row0, row0 + n) (each shape[0] floats) into dst. Must be thread-safe.
   std::function<void(uint64_t row0, uint64_t n, float* dst)> read_rows;
+  // Optional: called once the tensor has been written, to drop its source pages from RSS.
+  std::function<void()> release;
   uint64_t n_rows() const {
     uint64_t r = 1;
     for (size_t i = 1; i < shape.size(); ++i) r *= shape[i];

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cinttypes>
+#include <cmath>
 #include <cstring>
 #include <set>
 
@@ -194,7 +195,13 @@ GgufValue GgufValue::array(GgufArray a) {
 
 int64_t GgufValue::as_int() const {
   if (auto p = std::get_if<int64_t>(&v)) return *p;
-  if (auto p = std::get_if<double>(&v)) return static_cast<int64_t>(*p);
+  if (auto p = std::get_if<double>(&v)) {
+    // Saturate: casting a NaN or out-of-range double (from an untrusted file) to int64 is UB.
+    if (std::isnan(*p)) return 0;
+    if (*p >= 9223372036854775808.0) return INT64_MAX;
+    if (*p < -9223372036854775808.0) return INT64_MIN;
+    return static_cast<int64_t>(*p);
+  }
   return 0;
 }
 double GgufValue::as_float() const {

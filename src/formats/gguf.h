@@ -45,7 +45,7 @@ struct GgufValue {
   bool is_float() const { return std::holds_alternative<double>(v); }
   bool is_string() const { return type == GgufType::kString; }
   bool is_array() const { return type == GgufType::kArray; }
-  int64_t as_int() const;          // ints, bools; floats truncated
+  int64_t as_int() const;          // ints, bools; floats truncated and saturated (NaN -> 0)
   double as_float() const;         // floats and ints
   const std::string& as_string() const;
   const GgufArray& as_array() const;

@@ -198,6 +198,11 @@ Status SafetensorsModel::add_shard(const uint8_t* data, uint64_t size, const std
     return invalid_argument(name + ": header length " + std::to_string(hlen) + " exceeds limit " +
                             std::to_string(limits.max_header_bytes));
   const char* hp = reinterpret_cast<const char*>(data + 8);
+  // nlohmann's lexer takes a NUL byte for the end of input and would ignore whatever follows it;
+  // raw NUL is never valid JSON, so reject it (as the reference Rust reader does).
+  if (const void* nul = std::memchr(hp, 0, hlen))
+    return invalid_argument(name + ": header has a NUL byte at offset " +
+                            std::to_string(static_cast<const char*>(nul) - hp + 8) + " (not valid JSON)");
   std::string dup;
   nlohmann::json h = parse_json_no_dups(hp, hp + hlen, &dup);
   if (h.is_discarded()) return invalid_argument(name + ": header is not valid JSON");
@@ -285,6 +290,12 @@ Status SafetensorsModel::add_shard(const uint8_t* data, uint64_t size, const std
 const SafetensorsTensor* SafetensorsModel::find(const std::string& name) const {
   auto it = index_.find(name);
   return it == index_.end() ? nullptr : &tensors_[it->second];
+}
+
+void SafetensorsModel::release(const SafetensorsTensor& t) const {
+  if (t.shard >= files_.size()) return;
+  const MappedFile& f = *files_[t.shard];
+  f.release(static_cast<uint64_t>(t.data - f.data()), t.n_bytes);
 }
 
 uint64_t SafetensorsModel::total_bytes() const {

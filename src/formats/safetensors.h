@@ -65,6 +65,8 @@ class SafetensorsModel {
   const std::string& dir() const { return dir_; }
   uint64_t total_bytes() const;
   const Fp8Info& fp8() const { return fp8_; }
+  // Drops the tensor's pages from RSS (the mapping stays valid; pages reload on access).
+  void release(const SafetensorsTensor& t) const;
 
  private:
   SafetensorsModel() = default;
