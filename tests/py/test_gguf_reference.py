@@ -150,3 +150,25 @@ def test_q4_k_m_size_and_types_match_llama_cpp(tmp_path):
     assert not diff, f"type differences (duet, llama.cpp): {dict(list(diff.items())[:10])}"
     size = out.stat().st_size
     assert abs(size - ref["size"]) <= 0.01 * ref["size"], (size, ref["size"])
+
+
+@pytest.fixture(scope="module")
+def kmix_source(tmp_path_factory):
+    ref = json.loads((SOURCE_DIR / "tests/data/kmix_qwen2_0.5b_l8_ref.json").read_text())
+    src = tmp_path_factory.mktemp("kmix") / "f16.gguf"
+    duet(*ref["input"].split()[1:-2], "-o", src, "-q")
+    return ref, src
+
+
+@pytest.mark.parametrize("mix", ["Q2_K", "Q3_K_M", "Q4_K_S", "Q4_K_M", "Q5_K_M", "Q6_K"])
+def test_k_quant_mixes_match_llama_cpp(kmix_source, mix, tmp_path):
+    """Every standard mix picks llama.cpp's type for every tensor (fixture from
+    scripts/ref/kmix_ref.py on the same 8-layer qwen2-0.5b input) and lands within 1% of its size."""
+    ref, src = kmix_source
+    out = tmp_path / f"{mix}.gguf"
+    duet("quantize", src, out, "--type", mix, "-q")
+    types = {t.name: t.tensor_type.name for t in GGUFReader(out).tensors}
+    want = ref["mixes"][mix]
+    diff = {k: (types.get(k), v) for k, v in want["types"].items() if types.get(k) != v}
+    assert not diff, f"{mix} type differences (duet, llama.cpp): {dict(list(diff.items())[:10])}"
+    assert abs(out.stat().st_size - want["size"]) <= 0.01 * want["size"], (out.stat().st_size, want["size"])
