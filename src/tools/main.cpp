@@ -4,6 +4,7 @@
 #include <string>
 
 #include "tools/commands.h"
+#include "tools/template_cmd.h"
 #include "tools/tokenize_cmd.h"
 
 namespace {
@@ -18,6 +19,7 @@ const Command kCommands[] = {
     {"inspect", duet::run_inspect, "show a model file's architecture, types, tokens (GGUF or safetensors)"},
     {"quantize", duet::run_quantize, "convert safetensors/GGUF to GGUF of any type, or to FP8 safetensors"},
     {"synth", duet::run_synth, "write a random-weight model with the exact shapes of a real one"},
+    {"template", duet::run_template, "render a model's chat template for a conversation (JSON messages)"},
     {"tokenize", duet::run_tokenize, "text -> token ids (or ids -> text with --decode) with a model's tokenizer"},
 };
 

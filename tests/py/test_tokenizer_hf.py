@@ -60,9 +60,9 @@ def setup(request):
     name = request.param
     path = os.path.join(tok_dir(name), "tokenizer.json")
     if not DUET or not os.path.exists(DUET):
-        pytest.skip("DUET_BIN not set")
+        pytest.fail("DUET_BIN not set")
     if not os.path.exists(path):
-        pytest.skip(f"{path} missing")
+        pytest.fail(f"{path} missing")
     hf = tokenizers.Tokenizer.from_file(path)
     added = sorted(hf.get_added_tokens_decoder().values(), key=lambda t: t.content)
     # All non-special added tokens plus a fixed sample of special ones (DeepSeek has 800).
@@ -125,7 +125,7 @@ def test_added_token_flags(tmp_path):
     """lstrip / rstrip / single_word / normalized added tokens, saved by HF itself."""
     path = os.path.join(tok_dir("qwen3"), "tokenizer.json")
     if not DUET or not os.path.exists(DUET) or not os.path.exists(path):
-        pytest.skip("DUET_BIN or qwen3 tokenizer missing")
+        pytest.fail("DUET_BIN or qwen3 tokenizer missing")
     from tokenizers import AddedToken
     hf = tokenizers.Tokenizer.from_file(path)
     hf.add_special_tokens([AddedToken("<L>", lstrip=True), AddedToken("<R>", rstrip=True),
