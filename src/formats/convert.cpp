@@ -11,6 +11,7 @@
 
 #include "base/check.h"
 #include "base/log.h"
+#include "base/text.h"
 #include "tensor/half.h"
 #include "tensor/quantize.h"
 
@@ -97,11 +98,6 @@ Result<TensorSourceSet> gguf_tensor_source(const std::string& path, std::shared_
 }
 
 namespace {
-
-bool ends_with(const std::string& s, const char* suf) {
-  size_t n = std::strlen(suf);
-  return s.size() >= n && s.compare(s.size() - n, n, suf) == 0;
-}
 
 // Builds a row reader for a row-major 2-D (or 1-D) HF tensor, applying FP8 scales if present.
 Result<std::function<void(uint64_t, uint64_t, float*)>> hf_row_reader(const SafetensorsModel& m,

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "base/check.h"
+#include "base/text.h"
 
 namespace duet {
 namespace {
@@ -34,25 +35,6 @@ uint64_t scalar_size(GgufType t) {
 }
 
 bool valid_type(uint32_t t) { return t <= static_cast<uint32_t>(GgufType::kFloat64); }
-
-// A key or tensor name from the file, fit for a one-line error message: control bytes are
-// escaped and long names cut, so a hostile name can neither split nor flood the message.
-std::string printable(const std::string& s) {
-  constexpr size_t kMaxShown = 120;
-  std::string out;
-  for (size_t i = 0; i < s.size() && i < kMaxShown; ++i) {
-    unsigned char ch = static_cast<unsigned char>(s[i]);
-    if (ch < 0x20 || ch == 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", ch);
-      out += buf;
-    } else {
-      out += static_cast<char>(ch);
-    }
-  }
-  if (s.size() > kMaxShown) out += "...(" + std::to_string(s.size()) + " bytes)";
-  return out;
-}
 
 class Cursor {
  public:
@@ -559,34 +541,7 @@ Status GgufWriter::add_tensor(const std::string& name, DType dtype, std::vector<
   return Status::ok();
 }
 
-uint64_t GgufWriter::total_bytes() const {
-  std::string header;
-  put<uint32_t>(header, kGgufMagic);
-  put<uint32_t>(header, 3);
-  put<uint64_t>(header, tensors_.size());
-  put<uint64_t>(header, kv_.size());
-  for (const auto& kv : kv_) {
-    put_string(header, kv.first);
-    put_value(header, kv.second);
-  }
-  for (const auto& t : tensors_) {
-    put_string(header, t.name);
-    put<uint32_t>(header, static_cast<uint32_t>(t.shape.size()));
-    for (uint64_t d : t.shape) put<uint64_t>(header, d);
-    put<uint32_t>(header, static_cast<uint32_t>(t.dtype));
-    put<uint64_t>(header, t.offset);
-  }
-  uint64_t data = tensors_.empty() ? 0 : tensors_.back().offset + tensors_.back().n_bytes;
-  return align_up(header.size(), alignment_) + align_up(data, alignment_);
-}
-
-Status GgufWriter::open(const std::string& path) {
-  // Offsets were computed with the alignment at add_tensor time; recompute in case it changed.
-  uint64_t off = 0;
-  for (auto& t : tensors_) {
-    t.offset = off;
-    off = align_up(off + t.n_bytes, alignment_);
-  }
+std::string GgufWriter::header_bytes() const {
   std::string header;
   put<uint32_t>(header, kGgufMagic);
   put<uint32_t>(header, 3);
@@ -604,6 +559,22 @@ Status GgufWriter::open(const std::string& path) {
     put<uint64_t>(header, t.offset);
   }
   header.resize(align_up(header.size(), alignment_), '\0');
+  return header;
+}
+
+uint64_t GgufWriter::total_bytes() const {
+  uint64_t data = tensors_.empty() ? 0 : tensors_.back().offset + tensors_.back().n_bytes;
+  return header_bytes().size() + align_up(data, alignment_);
+}
+
+Status GgufWriter::open(const std::string& path) {
+  // Offsets were computed with the alignment at add_tensor time; recompute in case it changed.
+  uint64_t off = 0;
+  for (auto& t : tensors_) {
+    t.offset = off;
+    off = align_up(off + t.n_bytes, alignment_);
+  }
+  const std::string header = header_bytes();
   path_ = path;
   f_ = std::fopen(path.c_str(), "wb");
   if (!f_) return io_error(path + ": cannot open for writing: " + std::strerror(errno));

@@ -144,6 +144,7 @@ class GgufWriter {
   uint64_t total_bytes() const;          // predicted file size
 
  private:
+  std::string header_bytes() const;      // header + metadata + tensor infos, padded
   uint64_t alignment_;
   std::vector<std::pair<std::string, GgufValue>> kv_;
   std::vector<GgufTensorInfo> tensors_;

@@ -8,16 +8,13 @@
 #include <sstream>
 
 #include "base/log.h"
+#include "base/text.h"
 #include "formats/gguf.h"
 #include "formats/quant_mix.h"
 #include "formats/safetensors.h"
 
 namespace duet {
 namespace {
-
-bool ends_with(const std::string& s, const std::string& suf) {
-  return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0;
-}
 
 Result<ModelSummary> summarize_gguf(const std::string& path) {
   DUET_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> g, GgufFile::open(path));

@@ -11,40 +11,14 @@
 #include <sstream>
 
 #include "base/check.h"
+#include "base/text.h"
 
 namespace duet {
 namespace {
 
-bool is_dir(const std::string& p) {
-  struct stat st;
-  return stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-bool is_file(const std::string& p) {
-  struct stat st;
-  return stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
 std::string dirname_of(const std::string& p) {
   size_t k = p.find_last_of('/');
   return k == std::string::npos ? "." : p.substr(0, k);
-}
-
-// A name from the file, fit for a one-line error message: control bytes are escaped and long
-// names cut, so a hostile name can neither split nor flood the message.
-std::string printable(const std::string& s) {
-  constexpr size_t kMaxShown = 120;
-  std::string out;
-  for (size_t i = 0; i < s.size() && i < kMaxShown; ++i) {
-    unsigned char ch = static_cast<unsigned char>(s[i]);
-    if (ch < 0x20 || ch == 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", ch);
-      out += buf;
-    } else {
-      out += static_cast<char>(ch);
-    }
-  }
-  if (s.size() > kMaxShown) out += "...(" + std::to_string(s.size()) + " bytes)";
-  return out;
 }
 
 // Parses JSON text and reports the first key that repeats within one object. nlohmann keeps only

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "base/text.h"
 #include "formats/hf_tokenizer_gguf.h"
 
 namespace duet {
@@ -42,14 +43,6 @@ std::optional<SafetensorsOutType> safetensors_out_type(const std::string& name) 
 }
 
 namespace {
-bool is_dir(const std::string& p) {
-  struct stat st;
-  return stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-bool is_file(const std::string& p) {
-  struct stat st;
-  return stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
 std::string exe_dir() {
   char buf[4096];
   ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
