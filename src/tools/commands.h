@@ -7,5 +7,7 @@ namespace duet {
 int run_inspect(int argc, char** argv);
 int run_quantize(int argc, char** argv);
 int run_synth(int argc, char** argv);
+int run_run(int argc, char** argv);         // tools/run_cmd.cpp
+int run_perplexity(int argc, char** argv);  // tools/perplexity_cmd.cpp
 
 }  // namespace duet

@@ -19,6 +19,8 @@ const Command kCommands[] = {
     {"inspect", duet::run_inspect, "show a model file's architecture, types, tokens (GGUF or safetensors)"},
     {"quantize", duet::run_quantize, "convert safetensors/GGUF to GGUF of any type, or to FP8 safetensors"},
     {"synth", duet::run_synth, "write a random-weight model with the exact shapes of a real one"},
+    {"run", duet::run_run, "generate text from a prompt on the CPU (greedy or sampled, --chat)"},
+    {"perplexity", duet::run_perplexity, "perplexity of a text file, llama.cpp's method (--save-logits / --kl-base)"},
     {"template", duet::run_template, "render a model's chat template for a conversation (JSON messages)"},
     {"tokenize", duet::run_tokenize, "text -> token ids (or ids -> text with --decode) with a model's tokenizer"},
 };

@@ -119,7 +119,7 @@ TEST(ChatTemplateRef, SemanticsMatchJinja2) {
 TEST(ChatTemplateRef, TokenizerConfigLoads) {
   const std::string path = std::string(DUET_SHARED_DIR) + "/tokenizers/deepseek_v3/tokenizer_config.json";
   std::string text = read_file(path);
-  if (text.empty()) GTEST_SKIP() << "no " << path;
+  if (text.empty()) GTEST_FAIL() << "no " << path;
   auto cfg = parse_tokenizer_chat_config(text);
   ASSERT_TRUE(cfg.is_ok()) << cfg.status().message();
   EXPECT_EQ(cfg->chat_template, read_file(data_dir() + "templates/deepseek_v3.jinja"));

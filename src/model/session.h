@@ -1,0 +1,51 @@
+// Session: sequences evaluated on one Model, with their KV blocks managed by kvcache/ (a
+// BlockPool over the model's cache, a BlockTable per sequence). The convenience layer used by
+// `duet run`, `duet perplexity` and the tests: prompts are split into batches of at most
+// max_batch_tokens, several sequences can step together (one token each). The engine's runner
+// will drive Model::forward directly with its own scheduler. One thread uses a Session.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "base/status.h"
+#include "kvcache/block_pool.h"
+#include "kvcache/block_table.h"
+#include "model/model.h"
+
+namespace duet {
+
+class Session {
+ public:
+  explicit Session(Model& model, uint32_t max_batch_tokens = 512);
+
+  Model& model() { return model_; }
+  int add_sequence();                       // returns the sequence index
+  uint32_t n_past(int seq) const { return n_past_[seq]; }
+  void clear(int seq);                      // forgets the tokens, returns the blocks
+  // Keeps the first n tokens of seq (for re-evaluating a suffix); blocks past them are freed.
+  void truncate(int seq, uint32_t n);
+  const BlockTable& block_table(int seq) const { return tables_[seq]; }
+  uint32_t n_free_blocks() const { return pool_.n_free(); }
+
+  // Appends tokens to seq and evaluates them. logits gets vocab_size floats per token when
+  // all_logits, else those of the last token only. Fails (kOutOfRange) when the KV cache has
+  // no room, leaving the sequence unchanged.
+  Status eval(int seq, std::span<const int32_t> tokens, bool all_logits, std::vector<float>* logits);
+  // The same with logits for tokens[first_logit:] only (vocab_size floats each, in order).
+  Status eval_from(int seq, std::span<const int32_t> tokens, size_t first_logit, std::vector<float>* logits);
+  // One token for each of seqs (distinct sequences) in one batch; logits in that order.
+  Status step(std::span<const int> seqs, std::span<const int32_t> tokens, std::vector<float>* logits);
+
+ private:
+  Status reserve(int seq, uint32_t n_tokens);
+
+  Model& model_;
+  uint32_t max_batch_tokens_;
+  BlockPool pool_;
+  std::vector<BlockTable> tables_;
+  std::vector<uint32_t> n_past_;
+};
+
+}  // namespace duet
