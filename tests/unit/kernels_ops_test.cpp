@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/cpu/activation.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/rope.h"
 #include "kernels/cpu/sampling.h"
@@ -81,6 +82,29 @@ TEST(Activation, SiluAndGelu) {
       const double x = g[i];
       const double want = 2.0 * 0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
       EXPECT_NEAR(out[i], want, (mode == GeluMode::kExact ? 1e-6 : 2e-3) * (1 + std::fabs(want))) << x;
+    }
+  }
+}
+
+// The SIMD paths of the gated activations give the generic code's bits (every element, the
+// GELU table's +-10 cut-offs, tails shorter than a vector).
+TEST(Activation, SimdEqualsGeneric) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd(0.0f, 4.0f);
+  std::vector<float> g(1003), u(g.size());
+  for (auto& x : g) x = nd(rng);
+  for (auto& x : u) x = nd(rng);
+  g[0] = -10.0f, g[1] = 10.0f, g[2] = -10.001f, g[3] = 9.999f, g[4] = 0.0f, g[5] = -0.0f, g[6] = 65504.0f;
+  const SimdLevel best = cpu_features().level;
+  for (Activation act : {Activation::kSilu, Activation::kGeluTanh}) {
+    for (GeluMode mode : {GeluMode::kExact, GeluMode::kF16Table}) {
+      std::vector<float> simd(g.size()), generic(g.size());
+      gated_activation(act, mode, g.data(), u.data(), simd.data(), g.size());
+      set_simd_level(SimdLevel::kGeneric);
+      gated_activation(act, mode, g.data(), u.data(), generic.data(), g.size());
+      set_simd_level(best);
+      for (size_t i = 0; i < g.size(); ++i)
+        ASSERT_EQ(simd[i], generic[i]) << "act " << static_cast<int>(act) << " mode " << static_cast<int>(mode) << " g " << g[i];
     }
   }
 }

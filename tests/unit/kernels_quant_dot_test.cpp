@@ -125,6 +125,23 @@ TEST(QuantDot, ActivationQ8_0RoundsHalfToEvenLikeGgmlX86) {
   EXPECT_EQ(f16_to_f32(b1.s), 131.0f);  // (127 + 0 + 2 + 2 + 0) * d
 }
 
+// The SIMD Q8_K quantizer equals the reference one (ggml's quantize_row_q8_K) byte for byte,
+// including all-zero blocks and ties for the largest magnitude.
+TEST(QuantDot, ActivationQ8_KSimdEqualsReference) {
+  const int64_t n = 4 * kQK_K;
+  for (uint32_t seed = 1; seed <= 20; ++seed) {
+    auto x = gaussian(n, seed, seed % 3 ? 1.0f : 300.0f);
+    for (int64_t i = 0; i < kQK_K; ++i) x[i] = 0.0f;           // block 0: zeros
+    x[kQK_K + 5] = 7.0f, x[kQK_K + 9] = -7.0f;                    // block 1: tie, positive first
+    x[2 * kQK_K + 3] = -9.0f, x[2 * kQK_K + 200] = 9.0f;          // block 2: tie, negative first
+    x[3 * kQK_K + 17] = 1e-3f * seed;
+    std::vector<uint8_t> simd(*row_bytes(DType::kQ8_K, n)), ref(simd.size());
+    quantize_activation(DType::kQ6_K, x.data(), simd.data(), n);
+    quantize_row_q8_K(x.data(), ref.data(), n);
+    ASSERT_EQ(std::memcmp(simd.data(), ref.data(), simd.size()), 0) << "seed " << seed;
+  }
+}
+
 TEST(QuantDot, ActivationTypes) {
   EXPECT_EQ(activation_type(DType::kQ4_0), DType::kQ8_0);
   EXPECT_EQ(activation_type(DType::kQ5_1), DType::kQ8_1);

@@ -19,10 +19,11 @@ float gelu_ggml(float x) {
   return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * std::fma(kGeluCoef * x, x, 1.0f)));
 }
 
+// One entry per F16 input, plus one of padding: the AVX2 path gathers 32 bits per entry.
 const std::vector<uint16_t>& gelu_table() {
   static const std::vector<uint16_t> table = [] {
-    std::vector<uint16_t> t(1 << 16);
-    for (uint32_t i = 0; i < t.size(); ++i) t[i] = f32_to_f16(gelu_ggml(f16_to_f32(static_cast<uint16_t>(i))));
+    std::vector<uint16_t> t((1 << 16) + 1, 0);
+    for (uint32_t i = 0; i < (1u << 16); ++i) t[i] = f32_to_f16(gelu_ggml(f16_to_f32(static_cast<uint16_t>(i))));
     return t;
   }();
   return table;
@@ -44,7 +45,9 @@ void gated_activation(Activation act, GeluMode gelu, const float* gate, const fl
   }
   if (gelu == GeluMode::kF16Table) {
     const uint16_t* table = gelu_table().data();
-    for (int64_t i = 0; i < n; ++i) {
+    int64_t i0 = 0;
+    if (cpu_features().level >= SimdLevel::kAvx2) i0 = detail::geglu_table_avx2(table, gate, up, out, n);
+    for (int64_t i = i0; i < n; ++i) {
       const float g = gate[i];
       if (g <= -10.0f) out[i] = 0.0f;
       else if (g >= 10.0f) out[i] = g * up[i];

@@ -17,6 +17,9 @@ void gated_activation(Activation act, GeluMode gelu, const float* gate, const fl
 
 namespace detail {
 bool swiglu_avx2(const float* gate, const float* up, float* out, int64_t n);  // n % 8 == 0 only
+// GELU through the F16 table (65536 entries + 1 of padding) for the first n & ~7 elements;
+// returns how many it did.
+int64_t geglu_table_avx2(const uint16_t* table, const float* gate, const float* up, float* out, int64_t n);
 }
 
 }  // namespace duet

@@ -393,7 +393,60 @@ VecDotFn vec_dot_avx2(DType w, DotVariant v) {
 VecDotMultiFn vec_dot_multi_avx2(DType w, DotVariant v) { return multi_kernel(w, v); }
 
 // ggml's x86 quantize_row_q8_0 / q8_1: scale 127 / amax, round half to even.
+// ggml's quantize_row_q8_K (reference code): per 256 values the first value of largest magnitude
+// maps to -127, codes round half to even and stop at 127; bsums = sums of 16 codes.
+static void quantize_q8_K_avx2(const float* x, BlockQ8_K* y, int64_t nb) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  for (int64_t b = 0; b < nb; ++b, x += kQK_K) {
+    __m256 mx = _mm256_setzero_ps();
+    for (int k = 0; k < kQK_K; k += 8) mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + k)));
+    __m128 m4 = _mm_max_ps(_mm256_extractf128_ps(mx, 1), _mm256_castps256_ps128(mx));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    const float amax = _mm_cvtss_f32(m4);
+    if (amax == 0.0f) {
+      std::memset(y + b, 0, sizeof(BlockQ8_K));
+      continue;
+    }
+    float vmax = 0.0f;  // the first value with |v| == amax, as the scalar scan's strict > finds it
+    const __m256 am = _mm256_set1_ps(amax);
+    for (int k = 0; k < kQK_K; k += 8) {
+      const int hit = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + k)), am, _CMP_EQ_OQ));
+      if (hit) {
+        vmax = x[k + __builtin_ctz(static_cast<unsigned>(hit))];
+        break;
+      }
+    }
+    const float inv = -127.0f / vmax;
+    const __m256 mul = _mm256_set1_ps(inv);
+    const __m256i lo = _mm256_set1_epi32(-128), hi = _mm256_set1_epi32(127);
+    BlockQ8_K* out = y + b;
+    for (int k = 0; k < kQK_K; k += 32) {
+      __m256i q[4];
+      for (int u = 0; u < 4; ++u) {
+        const __m256i v = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + k + 8 * u), mul));  // MXCSR: nearest even
+        q[u] = _mm256_min_epi32(_mm256_max_epi32(v, lo), hi);
+      }
+      __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+      p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out->qs + k), p);
+      // Sums of the two groups of 16 codes: byte pairs, then quads, then lanes 0-3 and 4-7.
+      __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), p), _mm256_set1_epi16(1));
+      s = _mm256_hadd_epi32(s, s);
+      s = _mm256_hadd_epi32(s, s);
+      out->bsums[k / 16] = static_cast<int16_t>(_mm256_extract_epi32(s, 0));
+      out->bsums[k / 16 + 1] = static_cast<int16_t>(_mm256_extract_epi32(s, 4));
+    }
+    out->d = 1.0f / inv;
+  }
+}
+
 bool quantize_activation_avx2(DType act, const float* x, void* y, int64_t n) {
+  if (act == DType::kQ8_K) {
+    if (n % kQK_K != 0) return false;
+    quantize_q8_K_avx2(x, static_cast<BlockQ8_K*>(y), n / kQK_K);
+    return true;
+  }
   if (act != DType::kQ8_0 && act != DType::kQ8_1) return false;
   if (n % 32 != 0) return false;
   const __m256 sign = _mm256_set1_ps(-0.0f);
