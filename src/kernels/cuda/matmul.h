@@ -1,0 +1,58 @@
+// Matrix products with weight matrices on the GPU, for every weight DType duet loads (F32, F16,
+// BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K, FP8 E4M3 with its scales), plus the embedding
+// lookup (rows of the same matrices). Launchers pick the variant:
+//   - n_tokens <= 8: a decode kernel reading the quantized blocks directly (dequant fused;
+//     memory-bound: expect >= 70% of HBM bandwidth on a 7B-shaped matrix);
+//   - more rows: a tensor-core path (dequantize tiles to F16/BF16 and cuBLAS(Lt), or fused MMA);
+//   - FP8 checkpoints: native FP8 tensor cores (sm_89+, Fp8Mode::kNative) or weight-only (FP8
+//     read as 1 byte per weight and turned into F16 in registers, any card).
+// Everything runs on the caller's stream and never allocates or synchronises inside matmul(),
+// so a decode step can be captured in a CUDA graph once reserve() has sized the workspace.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "base/status.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cuda/device_matrix.h"
+#include "runtime/device.h"
+
+namespace duet::cuda {
+
+enum class Fp8Mode { kAuto, kNative, kWeightOnly };  // kAuto: native where the card has FP8
+
+// Copies a host WeightMatrix (a view into a mapped file) to the device, in the layout the kernels
+// of `dev` want (may repack blocks, or turn BF16 into F16 on cards without BF16). Fails with a
+// Status when the type cannot run on this device/path or memory runs out.
+Result<DeviceWeight> upload_matrix(const WeightMatrix& w, const DeviceInfo& dev, Fp8Mode fp8);
+
+class MatmulContext {
+ public:
+  MatmulContext(const DeviceInfo& dev, Fp8Mode fp8);
+  ~MatmulContext();
+  MatmulContext(const MatmulContext&) = delete;
+  MatmulContext& operator=(const MatmulContext&) = delete;
+
+  // Sizes the workspace for products of up to max_tokens rows of x against matrices of up to
+  // max_cols columns and max_rows rows (allocates; call before capturing a graph).
+  void reserve(int max_tokens, int64_t max_cols, int64_t max_rows);
+
+  // y[t * ldy + r] = sum_c W[r, c] * x[t * ldx + c] for t < n_tokens, r < w.n_rows (float32 in and
+  // out, device memory). n_tokens <= the reserved max_tokens.
+  void matmul(const DeviceMatrix& w, const float* x, int64_t ldx, int n_tokens, float* y, int64_t ldy,
+              cudaStream_t stream);
+
+  // out[i * w.n_cols + c] = W[rows[i], c] * scale (embedding lookup); rows: device int32, each
+  // already validated to be < w.n_rows.
+  void get_rows(const DeviceMatrix& w, const int32_t* rows, int n, float scale, float* out, cudaStream_t stream);
+
+  const DeviceInfo& device() const;
+  Fp8Mode fp8_mode() const;  // the resolved mode (never kAuto)
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace duet::cuda
