@@ -91,32 +91,6 @@ Result<std::unique_ptr<Model>> Model::create(ModelWeights weights, const ModelOp
   return std::unique_ptr<Model>(new Model(std::move(weights), opt, std::move(kv)));
 }
 
-Status Model::validate(const ForwardBatch& b) const {
-  const size_t n = b.tokens.size();
-  if (b.positions.size() != n || b.seq_ids.size() != n)
-    return invalid_argument("batch has " + std::to_string(n) + " tokens but " + std::to_string(b.positions.size()) +
-                            " positions and " + std::to_string(b.seq_ids.size()) + " sequence ids");
-  for (size_t i = 0; i < n; ++i) {
-    if (b.tokens[i] < 0 || static_cast<uint32_t>(b.tokens[i]) >= w_.hp.vocab_size)
-      return invalid_argument("token id " + std::to_string(b.tokens[i]) + " not in [0, " + std::to_string(w_.hp.vocab_size) + ")");
-    if (b.seq_ids[i] < 0 || static_cast<size_t>(b.seq_ids[i]) >= b.seqs.size())
-      return invalid_argument("sequence id " + std::to_string(b.seq_ids[i]) + " not in [0, " + std::to_string(b.seqs.size()) + ")");
-    const SeqKvView& s = b.seqs[b.seq_ids[i]];
-    const uint64_t cap = uint64_t{s.n_blocks} * kv_.kv_block_size();
-    if (b.positions[i] < 0 || static_cast<uint64_t>(b.positions[i]) >= cap)
-      return invalid_argument("position " + std::to_string(b.positions[i]) + " outside the sequence's " + std::to_string(cap) +
-                              " reserved KV slots");
-  }
-  for (const SeqKvView& s : b.seqs)
-    for (uint32_t j = 0; j < s.n_blocks; ++j)
-      if (s.blocks[j] < 0 || static_cast<uint32_t>(s.blocks[j]) >= kv_.n_kv_blocks())
-        return invalid_argument("KV block id " + std::to_string(s.blocks[j]) + " not in [0, " + std::to_string(kv_.n_kv_blocks()) + ")");
-  for (int32_t r : b.output_rows)
-    if (r < 0 || static_cast<size_t>(r) >= n)
-      return invalid_argument("output row " + std::to_string(r) + " not in [0, " + std::to_string(n) + ")");
-  return Status::ok();
-}
-
 namespace {
 
 // Quantizes `x` (n rows of the matrix's n_cols) for each distinct activation type of `ws` once.
@@ -236,7 +210,7 @@ void Model::layer_forward(uint32_t il, const ForwardBatch& b) {
 }
 
 Status Model::forward(const ForwardBatch& b, float* logits) {
-  DUET_RETURN_IF_ERROR(validate(b));
+  DUET_RETURN_IF_ERROR(validate_forward_batch(b, w_.hp.vocab_size, kv_.kv_block_size(), kv_.n_kv_blocks()));
   const int n = static_cast<int>(b.tokens.size());
   if (n == 0) return Status::ok();
   const HParams& hp = w_.hp;

@@ -13,6 +13,7 @@
 
 #include "base/status.h"
 #include "kernels/cpu/ops.h"
+#include "model/forward_model.h"
 #include "model/kv_store.h"
 #include "model/weights.h"
 
@@ -33,47 +34,29 @@ struct ModelOptions {
   Numerics numerics = Numerics::kAuto;
 };
 
-// A sequence's block table, as the forward pass reads it.
-struct SeqKvView {
-  const int32_t* blocks = nullptr;
-  uint32_t n_blocks = 0;
-};
-
-// tokens[i] sits at positions[i] of sequence seqs[seq_ids[i]]. A token attends to positions
-// [0, positions[i]] of its sequence (a window for sliding-window layers): earlier positions
-// must already be in the cache or earlier in this batch. Logits come back for output_rows, in
-// that order.
-struct ForwardBatch {
-  std::span<const int32_t> tokens;
-  std::span<const int32_t> positions;
-  std::span<const int32_t> seq_ids;
-  std::span<const SeqKvView> seqs;
-  std::span<const int32_t> output_rows;
-};
-
-class Model {
+class Model : public ForwardModel {
  public:
   static Result<std::unique_ptr<Model>> load(const std::string& path, const ModelOptions& options = {});
   static Result<std::unique_ptr<Model>> create(ModelWeights weights, const ModelOptions& options = {});
   ~Model();
 
-  const HParams& hparams() const { return w_.hp; }
+  const HParams& hparams() const override { return w_.hp; }
   const ModelWeights& weights() const { return w_; }
   const ModelOptions& options() const { return opt_; }
-  uint32_t kv_block_size() const { return kv_.kv_block_size(); }
-  uint32_t n_kv_blocks() const { return kv_.n_kv_blocks(); }
-  uint32_t max_context() const { return opt_.max_context; }
+  uint32_t kv_block_size() const override { return kv_.kv_block_size(); }
+  uint32_t n_kv_blocks() const override { return kv_.n_kv_blocks(); }
+  uint32_t max_context() const override { return opt_.max_context; }
+  std::string device_name() const override { return "cpu"; }
   const KvStore& kv_store() const { return kv_; }
   ThreadPool& pool() { return *pool_; }
 
   // logits: output_rows.size() x vocab_size floats. Bad ids, positions or block ids in the batch
   // return kInvalidArgument before anything is computed.
-  Status forward(const ForwardBatch& batch, float* logits);
+  Status forward(const ForwardBatch& batch, float* logits) override;
 
  private:
   struct Scratch;
   Model(ModelWeights w, const ModelOptions& opt, KvStore kv);
-  Status validate(const ForwardBatch& b) const;
   void layer_forward(uint32_t il, const ForwardBatch& b);
 
   ModelWeights w_;

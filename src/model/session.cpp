@@ -7,7 +7,7 @@
 
 namespace duet {
 
-Session::Session(Model& model, uint32_t max_batch_tokens)
+Session::Session(ForwardModel& model, uint32_t max_batch_tokens)
     : model_(model), max_batch_tokens_(std::max<uint32_t>(1, max_batch_tokens)), pool_(model.n_kv_blocks()) {}
 
 int Session::add_sequence() {

@@ -1,8 +1,8 @@
-// Session: sequences evaluated on one Model, with their KV blocks managed by kvcache/ (a
+// Session: sequences evaluated on one ForwardModel (CPU or CUDA), with their KV blocks managed by kvcache/ (a
 // BlockPool over the model's cache, a BlockTable per sequence). The convenience layer used by
 // `duet run`, `duet perplexity` and the tests: prompts are split into batches of at most
 // max_batch_tokens, several sequences can step together (one token each). The engine's runner
-// will drive Model::forward directly with its own scheduler. One thread uses a Session.
+// will drive ForwardModel::forward directly with its own scheduler. One thread uses a Session.
 #pragma once
 
 #include <cstdint>
@@ -12,15 +12,15 @@
 #include "base/status.h"
 #include "kvcache/block_pool.h"
 #include "kvcache/block_table.h"
-#include "model/model.h"
+#include "model/forward_model.h"
 
 namespace duet {
 
 class Session {
  public:
-  explicit Session(Model& model, uint32_t max_batch_tokens = 512);
+  explicit Session(ForwardModel& model, uint32_t max_batch_tokens = 512);
 
-  Model& model() { return model_; }
+  ForwardModel& model() { return model_; }
   int add_sequence();                       // returns the sequence index
   uint32_t n_past(int seq) const { return n_past_[seq]; }
   void clear(int seq);                      // forgets the tokens, returns the blocks
@@ -41,7 +41,7 @@ class Session {
  private:
   Status reserve(int seq, uint32_t n_tokens);
 
-  Model& model_;
+  ForwardModel& model_;
   uint32_t max_batch_tokens_;
   BlockPool pool_;
   std::vector<BlockTable> tables_;

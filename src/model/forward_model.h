@@ -1,0 +1,54 @@
+// ForwardModel: the seam between callers that schedule tokens (Session, the tools, later the
+// engine's runner) and a backend that computes a forward pass: the CPU Model (model/model.h) or
+// the CUDA model (runner/cuda_model.h). Both own a paged KV cache of n_kv_blocks blocks of
+// kv_block_size slots, addressed through the block tables in each ForwardBatch (kvcache/ hands
+// the block ids out). One thread calls a ForwardModel at a time.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "base/status.h"
+#include "formats/arch.h"
+
+namespace duet {
+
+// A sequence's block table, as the forward pass reads it.
+struct SeqKvView {
+  const int32_t* blocks = nullptr;
+  uint32_t n_blocks = 0;
+};
+
+// tokens[i] sits at positions[i] of sequence seqs[seq_ids[i]]. A token attends to positions
+// [0, positions[i]] of its sequence (a window for sliding-window layers): earlier positions
+// must already be in the cache or earlier in this batch. Tokens of one sequence are contiguous
+// and in increasing position order. Logits come back for output_rows, in that order.
+struct ForwardBatch {
+  std::span<const int32_t> tokens;
+  std::span<const int32_t> positions;
+  std::span<const int32_t> seq_ids;
+  std::span<const SeqKvView> seqs;
+  std::span<const int32_t> output_rows;
+};
+
+class ForwardModel {
+ public:
+  virtual ~ForwardModel() = default;
+
+  virtual const HParams& hparams() const = 0;
+  virtual uint32_t kv_block_size() const = 0;
+  virtual uint32_t n_kv_blocks() const = 0;
+  virtual uint32_t max_context() const = 0;
+  // "cpu" or "cuda:0 (NVIDIA H200, native kernels)": for logs and JSON output.
+  virtual std::string device_name() const = 0;
+
+  // logits: output_rows.size() x vocab_size floats (host memory). Bad ids, positions or block
+  // ids in the batch return kInvalidArgument before anything is computed.
+  virtual Status forward(const ForwardBatch& batch, float* logits) = 0;
+};
+
+// Checks a batch against the cache geometry and vocabulary (shared by the backends).
+Status validate_forward_batch(const ForwardBatch& b, uint32_t vocab_size, uint32_t kv_block_size, uint32_t n_kv_blocks);
+
+}  // namespace duet
