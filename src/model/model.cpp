@@ -12,35 +12,10 @@
 #include <map>
 
 #include "base/check.h"
+#include "model/arch_traits.h"
 #include "tensor/quantize.h"
 
 namespace duet {
-namespace {
-
-struct ArchTraits {
-  bool qkv_bias = false;
-  bool qk_norm = false;
-  bool post_norms = false;   // gemma3: norms after attention and FFN outputs
-  bool embed_scale = false;  // gemma3: embeddings * sqrt(d_model)
-  bool q_prescale = false;   // gemma3: q * query_pre_attn_scalar^-0.5 before the dot products
-  Activation act = Activation::kSilu;
-};
-
-ArchTraits traits_of(Arch a) {
-  ArchTraits t;
-  switch (a) {
-    case Arch::kLlama: break;
-    case Arch::kQwen2: t.qkv_bias = true; break;
-    case Arch::kQwen3: t.qk_norm = true; break;
-    case Arch::kGemma3:
-      t.qk_norm = t.post_norms = t.embed_scale = t.q_prescale = true;
-      t.act = Activation::kGeluTanh;
-      break;
-  }
-  return t;
-}
-
-}  // namespace
 
 struct Model::Scratch {
   std::vector<float> x, xn, q, k, v, attn, o, gate, up;

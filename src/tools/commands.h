@@ -9,5 +9,6 @@ int run_quantize(int argc, char** argv);
 int run_synth(int argc, char** argv);
 int run_run(int argc, char** argv);         // tools/run_cmd.cpp
 int run_perplexity(int argc, char** argv);  // tools/perplexity_cmd.cpp
+int run_bench_cmd(int argc, char** argv);   // tools/bench_cmd.cpp
 
 }  // namespace duet

@@ -1,7 +1,7 @@
 // `duet run -m MODEL (-p PROMPT | --prompt-ids IDS) [-n N] [--chat [--system S]]
 //  [--temp T --top-p P --top-k K --seed S] [--json] [-t THREADS] [-c CTX] [--kv-f32]
-//  [--ignore-eos] [--bench [--bench-pp N --bench-tg N --bench-reps R]]`
-// Generates a continuation of one prompt on the CPU: tokenizes (the model's tokenizer, or the
+//  [--ignore-eos] [--device auto|cpu|cuda[:N]] [--bench [--bench-pp N --bench-tg N --bench-reps R]]`
+// Generates a continuation of one prompt on the CPU or a GPU (tools/backend.h): tokenizes (the model's tokenizer, or the
 // model's chat template with --chat), prefills, samples token by token and streams the text to
 // stdout (or prints one JSON object with --json), then reports prefill and decode speed on
 // stderr. --bench measures prefill of --bench-pp random tokens and decode of --bench-tg tokens
@@ -21,6 +21,7 @@
 #include "kernels/cpu/sampling.h"
 #include "model/model.h"
 #include "model/session.h"
+#include "tools/backend.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/detokenizer.h"
 #include "tokenizer/hf_tokenizer_json.h"
@@ -89,50 +90,16 @@ Result<std::vector<int32_t>> prompt_tokens(const Tokenizer& tok, const std::stri
   return ids;
 }
 
-struct BenchResult {
-  double pp_tok_s = 0, tg_tok_s = 0;
-};
-
-// llama-bench's tests: prefill of n_pp random tokens into an empty cache; decode of n_tg tokens
-// one at a time after a 1-token prompt. Best of `reps`.
-Result<BenchResult> bench(Model& model, int n_pp, int n_tg, int reps) {
-  std::mt19937 rng(0);
-  const int32_t vocab = static_cast<int32_t>(model.hparams().vocab_size);
-  std::uniform_int_distribution<int32_t> dist(100, std::max(101, std::min(vocab - 1, 30000)));
-  std::vector<int32_t> toks(std::max(n_pp, n_tg + 1));
-  for (auto& t : toks) t = dist(rng);
-  BenchResult best;
-  std::vector<float> logits;
-  for (int r = 0; r < reps; ++r) {
-    if (n_pp > 0) {
-      Session s(model, static_cast<uint32_t>(n_pp));
-      const int q = s.add_sequence();
-      const double t0 = now_seconds();
-      DUET_RETURN_IF_ERROR(s.eval(q, std::span<const int32_t>(toks.data(), n_pp), false, &logits));
-      best.pp_tok_s = std::max(best.pp_tok_s, n_pp / (now_seconds() - t0));
-    }
-    if (n_tg > 0) {
-      Session s(model);
-      const int q = s.add_sequence();
-      DUET_RETURN_IF_ERROR(s.eval(q, std::span<const int32_t>(toks.data(), 1), false, &logits));
-      const double t0 = now_seconds();
-      for (int i = 0; i < n_tg; ++i)
-        DUET_RETURN_IF_ERROR(s.eval(q, std::span<const int32_t>(toks.data() + 1 + i, 1), false, &logits));
-      best.tg_tok_s = std::max(best.tg_tok_s, n_tg / (now_seconds() - t0));
-    }
-  }
-  return best;
-}
-
 }  // namespace
 
 int run_run(int argc, char** argv) {
-  CLI::App app{"Generate text from a prompt on the CPU", "duet run"};
+  CLI::App app{"Generate text from a prompt (CPU or GPU)", "duet run"};
   std::string model_path, prompt, prompt_ids, system;
-  int n_predict = 64, n_threads = 0, ctx = 0, top_k = 0, bench_pp = 512, bench_tg = 128, bench_reps = 3;
+  int n_predict = 64, ctx = 0, top_k = 0, bench_pp = 512, bench_tg = 128, bench_reps = 3;
   float temp = 0.0f, top_p = 1.0f;
   uint64_t seed = 0;
-  bool chat = false, json = false, kv_f32 = false, ignore_eos = false, do_bench = false;
+  bool chat = false, json = false, ignore_eos = false, do_bench = false;
+  BackendOptions bo;
   app.add_option("-m,--model", model_path, "GGUF file, or safetensors file/directory")->required();
   app.add_option("-p,--prompt", prompt, "prompt text");
   app.add_option("--prompt-ids", prompt_ids, "prompt as token ids (comma separated), bypassing the tokenizer");
@@ -144,14 +111,13 @@ int run_run(int argc, char** argv) {
   app.add_option("--top-k", top_k, "keep the k most likely tokens (default 0 = off)");
   app.add_option("--seed", seed, "random seed (default 0)");
   app.add_flag("--json", json, "print one JSON object instead of streaming text");
-  app.add_option("-t,--threads", n_threads, "threads (default: all cores)");
   app.add_option("-c,--ctx", ctx, "context length to allocate KV cache for (default: prompt + n, at most the model's)");
-  app.add_flag("--kv-f32", kv_f32, "keep the KV cache in F32 instead of F16");
   app.add_flag("--ignore-eos", ignore_eos, "do not stop at end-of-generation tokens");
   app.add_flag("--bench", do_bench, "measure prefill and decode speed instead of generating");
   app.add_option("--bench-pp", bench_pp, "prefill tokens for --bench (default 512)");
   app.add_option("--bench-tg", bench_tg, "decode tokens for --bench (default 128)");
   app.add_option("--bench-reps", bench_reps, "repetitions for --bench, best is kept (default 3)");
+  add_backend_options(app, bo);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -167,31 +133,30 @@ int run_run(int argc, char** argv) {
     return 2;
   }
 
-  ModelOptions opt;
-  opt.n_threads = n_threads;
-  opt.kv_dtype = kv_f32 ? DType::kF32 : DType::kF16;
   // Size the cache after the prompt is known; load the weights first.
   auto weights = load_model_weights(model_path);
   if (!weights.is_ok()) return fail(weights.status().message());
   const uint32_t model_ctx = weights->hp.context_length ? weights->hp.context_length : 4096;
 
   if (do_bench) {
-    opt.max_context = std::min<uint32_t>(model_ctx, static_cast<uint32_t>(std::max(bench_pp, bench_tg + 1) + 16));
-    auto model = Model::create(std::move(weights.value()), opt);
+    bo.max_context = std::min<uint32_t>(model_ctx, static_cast<uint32_t>(std::max(bench_pp, bench_tg + 1) + 16));
+    bo.max_batch_tokens = static_cast<uint32_t>(std::max(bench_pp, 1));
+    auto model = open_backend(std::move(weights.value()), bo);
     if (!model.is_ok()) return fail(model.status().message());
     const double t0 = now_seconds();
-    auto r = bench(*model.value(), bench_pp, bench_tg, bench_reps);
+    auto r = run_bench(*model.value(), bench_pp, bench_tg, bench_reps, {});
     if (!r.is_ok()) return fail(r.status().message());
-    const int threads = model.value()->pool().n_threads();
+    const std::string device = model.value()->device_name();
+    const int threads = device == "cpu" ? static_cast<Model&>(*model.value()).pool().n_threads() : 0;
     if (json) {
-      nlohmann::json j = {{"model", model_path}, {"threads", threads},
+      nlohmann::json j = {{"model", model_path}, {"device", device}, {"threads", threads},
                           {"simd", simd_level_name(cpu_features().level)},
                           {"pp", bench_pp}, {"pp_tok_s", r->pp_tok_s}, {"tg", bench_tg}, {"tg_tok_s", r->tg_tok_s}};
       std::printf("%s\n", j.dump().c_str());
     } else {
-      std::printf("%s: %d threads, %s: pp%d %.1f tok/s, tg%d %.1f tok/s (%.1f s)\n", model_path.c_str(), threads,
-                  simd_level_name(cpu_features().level).c_str(), bench_pp, r->pp_tok_s, bench_tg, r->tg_tok_s,
-                  now_seconds() - t0);
+      std::printf("%s on %s: %d threads, %s: pp%d %.1f tok/s, tg%d %.1f tok/s (%.1f s)\n", model_path.c_str(),
+                  device.c_str(), threads, simd_level_name(cpu_features().level).c_str(), bench_pp, r->pp_tok_s, bench_tg,
+                  r->tg_tok_s, now_seconds() - t0);
     }
     return 0;
   }
@@ -216,13 +181,15 @@ int run_run(int argc, char** argv) {
   if (ids.empty()) return fail("the prompt is empty after tokenization");
 
   const uint64_t need = ids.size() + static_cast<uint64_t>(n_predict);
-  opt.max_context = static_cast<uint32_t>(std::min<uint64_t>(ctx > 0 ? static_cast<uint64_t>(ctx) : need, model_ctx));
-  if (need > opt.max_context)
+  bo.max_context = static_cast<uint32_t>(std::min<uint64_t>(ctx > 0 ? static_cast<uint64_t>(ctx) : need, model_ctx));
+  if (need > bo.max_context)
     return fail("prompt (" + std::to_string(ids.size()) + " tokens) + " + std::to_string(n_predict) +
-                " new tokens exceed the context of " + std::to_string(opt.max_context));
-  auto model_r = Model::create(std::move(weights.value()), opt);
+                " new tokens exceed the context of " + std::to_string(bo.max_context));
+  bo.max_batch_tokens = 512;
+  auto model_r = open_backend(std::move(weights.value()), bo);
   if (!model_r.is_ok()) return fail(model_r.status().message());
-  Model& model = *model_r.value();
+  ForwardModel& model = *model_r.value();
+  const std::string device = model.device_name();
   const int64_t vocab = model.hparams().vocab_size;
 
   Session session(model);
@@ -277,7 +244,8 @@ int run_run(int argc, char** argv) {
                         {"n_prompt", ids.size()}, {"n_generated", out.size()},
                         {"prefill_ms", t_prefill * 1e3}, {"decode_ms", t_decode * 1e3},
                         {"prefill_tok_s", prefill_tok_s}, {"decode_tok_s", decode_tok_s},
-                        {"threads", model.pool().n_threads()}, {"simd", simd_level_name(cpu_features().level)}};
+                        {"device", device}, {"simd", simd_level_name(cpu_features().level)}};
+    if (device == "cpu") j["threads"] = static_cast<Model&>(model).pool().n_threads();
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("\n");

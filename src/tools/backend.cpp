@@ -1,0 +1,137 @@
+// Backend selection and the shared speed measurement (see backend.h).
+#include "tools/backend.h"
+
+#include <algorithm>
+#include <map>
+#include <random>
+
+#include "base/log.h"
+#include "model/model.h"
+#include "model/session.h"
+#ifdef DUET_WITH_CUDA
+#include "runner/cuda_model.h"
+#include "runtime/device.h"
+#endif
+
+namespace duet {
+
+void add_backend_options(CLI::App& app, BackendOptions& o) {
+  app.add_option("--device", o.device, "auto (GPU when present), cpu, cuda or cuda:N (default auto)");
+  app.add_option("--fp8", o.fp8, "FP8 checkpoints on CUDA: auto, native (FP8 tensor cores) or weight-only");
+  app.add_flag("--no-graphs", o.no_graphs, "CUDA: run decode steps eagerly instead of replaying CUDA graphs");
+  app.add_option("-t,--threads", o.n_threads, "CPU threads (default: all cores)");
+  app.add_flag("--kv-f32", o.kv_f32, "keep the KV cache in F32 instead of F16");
+}
+
+Result<std::unique_ptr<ForwardModel>> open_backend(ModelWeights weights, const BackendOptions& o) {
+  std::string dev = o.device;
+  int ordinal = 0;
+  if (dev.rfind("cuda:", 0) == 0) {
+    const std::string num = dev.substr(5);
+    if (num.empty() || num.size() > 3 || num.find_first_not_of("0123456789") != std::string::npos)
+      return invalid_argument("--device " + o.device + ": expected cuda:N");
+    ordinal = std::stoi(num);
+    dev = "cuda";
+  }
+  if (dev != "auto" && dev != "cpu" && dev != "cuda")
+    return invalid_argument("--device " + o.device + ": expected auto, cpu, cuda or cuda:N");
+  if (o.fp8 != "auto" && o.fp8 != "native" && o.fp8 != "weight-only")
+    return invalid_argument("--fp8 " + o.fp8 + ": expected auto, native or weight-only");
+#ifdef DUET_WITH_CUDA
+  if (dev == "cuda" || (dev == "auto" && cuda::device_count() > 0)) {
+    cuda::CudaModelOptions co;
+    co.device = ordinal;
+    co.kv_dtype = o.kv_f32 ? DType::kF32 : DType::kF16;
+    co.max_context = o.max_context;
+    co.max_seqs = o.max_seqs;
+    co.max_batch_tokens = o.max_batch_tokens;
+    co.fp8 = o.fp8 == "native" ? cuda::Fp8Mode::kNative : o.fp8 == "weight-only" ? cuda::Fp8Mode::kWeightOnly : cuda::Fp8Mode::kAuto;
+    co.cuda_graphs = !o.no_graphs;
+    co.verbose = o.verbose;
+    DUET_ASSIGN_OR_RETURN(auto m, cuda::CudaModel::create(std::move(weights), co));
+    return std::unique_ptr<ForwardModel>(std::move(m));
+  }
+#else
+  (void)ordinal;
+  if (dev == "cuda") return invalid_argument("--device cuda: this duet was built without CUDA (cmake -DDUET_CUDA=ON)");
+#endif
+  ModelOptions mo;
+  mo.n_threads = o.n_threads;
+  mo.kv_dtype = o.kv_f32 ? DType::kF32 : DType::kF16;
+  mo.max_context = o.max_context;
+  mo.max_seqs = o.max_seqs;
+  DUET_ASSIGN_OR_RETURN(auto m, Model::create(std::move(weights), mo));
+  return std::unique_ptr<ForwardModel>(std::move(m));
+}
+
+WeightStats weight_stats(const ModelWeights& w) {
+  WeightStats s;
+  std::map<DType, uint64_t> by_type;
+  auto add = [&](const WeightMatrix& m) {
+    const uint64_t b = static_cast<uint64_t>(m.n_rows) * m.row_bytes;
+    s.decode_bytes += b;
+    s.macs_per_token += static_cast<uint64_t>(m.n_rows) * m.n_cols;
+    by_type[m.dtype] += b;
+  };
+  for (const LayerWeights& L : w.layers)
+    for (const WeightMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) add(*m);
+  add(w.output);
+  uint64_t best = 0;
+  for (auto [t, b] : by_type)
+    if (b > best) best = b, s.main_dtype = t;
+  return s;
+}
+
+Result<BenchResult> run_bench(ForwardModel& model, int n_pp, int n_tg, int reps, const std::vector<int>& batch_seqs,
+                              int ctx_short) {
+  std::mt19937 rng(0);
+  const int32_t vocab = static_cast<int32_t>(model.hparams().vocab_size);
+  std::uniform_int_distribution<int32_t> dist(100, std::max(101, std::min(vocab - 1, 30000)));
+  std::vector<int32_t> toks(std::max({n_pp, n_tg + 1, ctx_short + n_tg + 1}));
+  for (auto& t : toks) t = dist(rng);
+  BenchResult best;
+  std::vector<float> logits;
+  // One untimed warm-up of each shape (first-use allocations, graph capture).
+  for (int r = 0; r <= reps; ++r) {
+    const bool timed = r > 0;
+    if (n_pp > 0) {
+      Session s(model, static_cast<uint32_t>(n_pp));
+      const int q = s.add_sequence();
+      const double t0 = now_seconds();
+      DUET_RETURN_IF_ERROR(s.eval(q, std::span<const int32_t>(toks.data(), n_pp), false, &logits));
+      if (timed) best.pp_tok_s = std::max(best.pp_tok_s, n_pp / (now_seconds() - t0));
+    }
+    if (n_tg > 0) {
+      Session s(model);
+      const int q = s.add_sequence();
+      DUET_RETURN_IF_ERROR(s.eval(q, std::span<const int32_t>(toks.data(), 1), false, &logits));
+      const int n = timed ? n_tg : std::min(n_tg, 4);
+      const double t0 = now_seconds();
+      for (int i = 0; i < n; ++i)
+        DUET_RETURN_IF_ERROR(s.eval(q, std::span<const int32_t>(toks.data() + 1 + i, 1), false, &logits));
+      if (timed) best.tg_tok_s = std::max(best.tg_tok_s, n / (now_seconds() - t0));
+    }
+  }
+  for (int b : batch_seqs) {
+    if (b < 1) return invalid_argument("batch of " + std::to_string(b) + " sequences");
+    Session s(model, static_cast<uint32_t>(std::max(ctx_short, 1)));
+    std::vector<int> seqs;
+    for (int i = 0; i < b; ++i) {
+      seqs.push_back(s.add_sequence());
+      DUET_RETURN_IF_ERROR(s.eval(seqs.back(), std::span<const int32_t>(toks.data(), ctx_short), false, &logits));
+    }
+    std::vector<int32_t> step_toks(b);
+    std::vector<double> ms;
+    for (int i = 0; i < std::max(n_tg, 3) + 2; ++i) {
+      for (int j = 0; j < b; ++j) step_toks[j] = toks[ctx_short + i];
+      const double t0 = now_seconds();
+      DUET_RETURN_IF_ERROR(s.step(seqs, step_toks, &logits));
+      if (i >= 2) ms.push_back((now_seconds() - t0) * 1e3);  // two warm-up steps
+    }
+    std::sort(ms.begin(), ms.end());
+    best.batch_step_ms.emplace_back(b, ms[ms.size() / 2]);
+  }
+  return best;
+}
+
+}  // namespace duet
