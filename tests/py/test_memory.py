@@ -1,9 +1,15 @@
 """Memory behaviour (peak RSS of one duet process, read with wait4): inspect maps the file and
 reads headers only; synth and quantize stream tensor by tensor, so their peak stays below the
 F32 size of the largest tensor (here qwen2-0.5b's 544 MB embedding) instead of growing with
-the model."""
+the model; `duet run` stays under the mapped file + its KV cache + 300 MB.
+
+ru_maxrss of a child includes the parent's RSS at spawn (the kernel carries the old mm's high
+water mark across exec), so these bounds are conservative by the size of the pytest process;
+keep heavy imports (numpy, gguf) out of it and read model facts in a subprocess."""
+import json
 import os
 import subprocess
+import sys
 
 from conftest import DUET, REAL_MODELS
 
@@ -31,3 +37,37 @@ def test_synth_and_quantize_stream(tmp_path):
     # the largest input tensor (token_embd, 272 MB in F16) plus small working buffers, not the
     # 1 GB file.
     assert rss < 272 + 150, rss
+
+
+# KV cache geometry from the GGUF metadata, read in a child so that this process stays small.
+_KV_GEOMETRY = """
+import json, sys, gguf
+r = gguf.GGUFReader(sys.argv[1])
+arch = bytes(r.fields["general.architecture"].parts[-1]).decode()
+def get(key):
+    f = r.fields.get(arch + "." + key)
+    return None if f is None else int(f.parts[-1][0])
+n_heads = get("attention.head_count")
+print(json.dumps({"n_layers": get("block_count"), "n_kv_heads": get("attention.head_count_kv") or n_heads,
+                  "head_dim": get("attention.key_length") or get("embedding_length") // n_heads}))
+"""
+
+
+def kv_cache_bytes(model, n_ctx, kv_block_size=16):
+    """F16 K and V for every layer over n_ctx tokens, rounded up to whole KV blocks as duet
+    allocates them (ModelOptions: kv_block_size 16, one sequence of max_context tokens)."""
+    g = json.loads(subprocess.run([sys.executable, "-c", _KV_GEOMETRY, str(model)], capture_output=True, text=True,
+                                  check=True).stdout)
+    n_tokens = -(-n_ctx // kv_block_size) * kv_block_size
+    return g["n_layers"] * 2 * g["n_kv_heads"] * g["head_dim"] * 2 * n_tokens
+
+
+def test_run_stays_under_file_plus_kv_cache(real_model):
+    # -c 4096: `duet run` allocates the KV cache for exactly this context (default: prompt + n).
+    n_ctx = 4096
+    for name in REAL_MODELS:
+        model = real_model(name)
+        limit_mb = (os.path.getsize(model) + kv_cache_bytes(model, n_ctx)) / 2**20 + 300
+        rss = peak_rss_mb("run", "-m", model, "-p", "The capital of France is", "-n", 128, "--ignore-eos",
+                          "-c", n_ctx, "-t", 2)
+        assert rss < limit_mb, (name, rss, limit_mb)
