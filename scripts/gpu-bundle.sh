@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Builds the CUDA configuration on this machine (no GPU needed: the CUDA toolkit compiles for
+# sm_90 by default, DUET_CUDA_ARCHS overrides) and gathers what scripts/gpu-check.sh needs on a
+# GPU machine that lacks the build dependencies: the stripped duet binary, the GPU test
+# executables and the tokenizers `duet synth` embeds.
+# Usage: scripts/gpu-bundle.sh [OUT_DIR (default .devcarry/gpu)]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-.devcarry/gpu}
+archs=${DUET_CUDA_ARCHS:-90}
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DDUET_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$archs" >/dev/null
+ninja -C build-gpu -j"${DUET_JOBS:-2}" duet $(ninja -C build-gpu -t targets all | grep -o '^duet_gpu_[a-z_]*' | sort -u)
+rm -rf "$out"
+mkdir -p "$out/tokenizers"
+cp build-gpu/duet "$out/"
+find build-gpu/tests -maxdepth 1 -name 'duet_gpu_*' -type f -executable -exec cp {} "$out/" \;
+strip "$out"/duet "$out"/duet_gpu_* 2>/dev/null || true
+for t in qwen3 llama3; do cp -r ../shared/tokenizers/$t "$out/tokenizers/"; done
+du -sh "$out"

@@ -1,0 +1,450 @@
+// CudaModel (see cuda_model.h). The layer body mirrors Model::layer_forward op for op, with
+// ArchTraits deciding the same switches; every op is a launch on one stream.
+#include "runner/cuda_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <tuple>
+#include <vector>
+
+#include "base/check.h"
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/ops.h"
+#include "model/arch_traits.h"
+#include "runtime/cuda_check.h"
+#include "runtime/device_buffer.h"
+
+namespace duet::cuda {
+namespace {
+
+DeviceBuffer upload_floats(const std::vector<float>& v) {
+  DeviceBuffer b;
+  if (v.empty()) return b;
+  b.resize(v.size() * sizeof(float));
+  DUET_CUDA_CHECK(cudaMemcpy(b.data(), v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice));
+  return b;
+}
+
+// Pinned host memory for the batch description (one async upload per forward).
+class PinnedInts {
+ public:
+  ~PinnedInts() {
+    if (p_) cudaFreeHost(p_);
+  }
+  int32_t* reserve(size_t n) {
+    if (n > n_) {
+      if (p_) DUET_CUDA_CHECK(cudaFreeHost(p_));
+      DUET_CUDA_CHECK(cudaMallocHost(&p_, n * sizeof(int32_t)));
+      n_ = n;
+    }
+    return static_cast<int32_t*>(p_);
+  }
+
+ private:
+  void* p_ = nullptr;
+  size_t n_ = 0;
+};
+
+struct DeviceLayer {
+  DeviceWeight wq, wk, wv, wo, w_gate, w_up, w_down;
+  DeviceBuffer attn_norm, ffn_norm, post_attn_norm, post_ffn_norm, q_norm, k_norm, bq, bk, bv;
+  DeviceBuffer k_cache, v_cache;
+};
+
+const float* fptr(const DeviceBuffer& b) { return b.as<const float>(); }
+
+}  // namespace
+
+struct CudaModel::Impl {
+  ModelWeights w;  // host views (mapping kept alive for the lifetime of the model)
+  CudaModelOptions opt;
+  DeviceInfo dev;
+  ArchTraits tr;
+  GeluMode gelu = GeluMode::kExact;
+  cudaStream_t stream = nullptr;
+  std::unique_ptr<MatmulContext> mm;
+
+  DeviceWeight tok_embd, output_own;
+  const DeviceMatrix* output = nullptr;
+  DeviceBuffer output_norm, rope_freqs;
+  std::vector<DeviceLayer> layers;
+  uint64_t weight_bytes = 0, decode_bytes = 0, macs_per_token = 0;
+
+  // Activation scratch for up to cap_tokens tokens, and cap_out logit rows.
+  int cap_tokens = 0, cap_out = 0;
+  DeviceBuffer x, xn, q, k, v, attn, o, gate, up, final_x, logits;
+  DeviceBuffer attn_scratch;
+  DeviceBuffer meta_dev;
+  size_t meta_cap = 0;
+  PinnedInts meta_host;
+
+  // Decode graphs by (n_tokens, n_seqs, max_blocks, n_out).
+  struct Graph {
+    cudaGraphExec_t exec = nullptr;
+  };
+  std::map<std::tuple<int, int, int, int>, Graph> graphs;
+
+  ~Impl() {
+    for (auto& [key, g] : graphs)
+      if (g.exec) cudaGraphExecDestroy(g.exec);
+    if (stream) cudaStreamDestroy(stream);
+  }
+
+  void drop_graphs() {
+    for (auto& [key, g] : graphs)
+      if (g.exec) DUET_CUDA_CHECK(cudaGraphExecDestroy(g.exec));
+    graphs.clear();
+  }
+
+  void reserve_tokens(int n_tokens, int n_out) {
+    const HParams& hp = w.hp;
+    if (n_tokens <= cap_tokens && n_out <= cap_out) return;
+    drop_graphs();  // graphs hold the old pointers
+    cap_tokens = std::max(cap_tokens, n_tokens);
+    cap_out = std::max(cap_out, n_out);
+    const size_t n = static_cast<size_t>(cap_tokens), f = sizeof(float);
+    const size_t d = hp.d_model, qd = size_t{hp.n_heads} * hp.head_dim, kvd = size_t{hp.n_kv_heads} * hp.head_dim;
+    x.resize(n * d * f);
+    xn.resize(n * d * f);
+    q.resize(n * qd * f);
+    k.resize(n * kvd * f);
+    v.resize(n * kvd * f);
+    attn.resize(n * qd * f);
+    o.resize(n * d * f);
+    gate.resize(n * hp.d_ff * f);
+    up.resize(n * hp.d_ff * f);
+    final_x.resize(size_t(cap_out) * d * f);
+    logits.resize(size_t(cap_out) * hp.vocab_size * f);
+    const int64_t max_cols = std::max<int64_t>({int64_t(d), int64_t(qd), int64_t(hp.d_ff)});
+    const int64_t max_rows = std::max<int64_t>({int64_t(hp.vocab_size), int64_t(hp.d_ff), int64_t(qd), int64_t(d)});
+    mm->reserve(std::max(cap_tokens, cap_out), max_cols, max_rows);
+  }
+
+  PagedKvCache kv_layer(uint32_t il) const {
+    PagedKvCache c;
+    c.dtype = opt.kv_dtype;
+    c.k = layers[il].k_cache.data();
+    c.v = layers[il].v_cache.data();
+    c.kv_block_size = static_cast<int>(opt.kv_block_size);
+    c.n_kv_heads = static_cast<int>(w.hp.n_kv_heads);
+    c.head_dim = static_cast<int>(w.hp.head_dim);
+    return c;
+  }
+
+  void layer_forward(uint32_t il, int n, const AttentionBatch& ab, const int32_t* positions_dev);
+  void run_forward(int n, int n_out, const AttentionBatch& ab, const int32_t* tokens_dev, const int32_t* positions_dev,
+                   const std::vector<std::pair<int, int>>& out_runs);
+};
+
+void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab, const int32_t* positions_dev) {
+  const HParams& hp = w.hp;
+  const DeviceLayer& L = layers[il];
+  const int64_t d = hp.d_model, hd = hp.head_dim, nh = hp.n_heads, nkv = hp.n_kv_heads;
+  const int64_t qd = nh * hd, kvd = nkv * hd, ff = hp.d_ff;
+  const bool swa = w.sliding[il] != 0;
+  cudaStream_t s = stream;
+  float *X = x.as<float>(), *XN = xn.as<float>(), *Q = q.as<float>(), *K = k.as<float>(), *V = v.as<float>();
+  float *A = attn.as<float>(), *O = o.as<float>(), *G = gate.as<float>(), *U = up.as<float>();
+
+  launch_rms_norm(X, d, fptr(L.attn_norm), hp.rms_eps, d, n, XN, d, s);
+  mm->matmul(L.wq.m, XN, d, n, Q, qd, s);
+  mm->matmul(L.wk.m, XN, d, n, K, kvd, s);
+  mm->matmul(L.wv.m, XN, d, n, V, kvd, s);
+  if (tr.qkv_bias) {
+    launch_add_bias(Q, qd, fptr(L.bq), qd, n, s);
+    launch_add_bias(K, kvd, fptr(L.bk), kvd, n, s);
+    launch_add_bias(V, kvd, fptr(L.bv), kvd, n, s);
+  }
+  if (tr.qk_norm) {
+    launch_rms_norm(Q, hd, fptr(L.q_norm), hp.rms_eps, hd, int64_t(n) * nh, Q, hd, s);
+    launch_rms_norm(K, hd, fptr(L.k_norm), hp.rms_eps, hd, int64_t(n) * nkv, K, hd, s);
+  }
+  const float theta = swa ? hp.rope_theta_local : hp.rope_theta;
+  const float* ffac = fptr(rope_freqs);
+  launch_rope(Q, qd, n, int(nh), int(hd), positions_dev, theta, ffac, w.rope_style, s);
+  launch_rope(K, kvd, n, int(nkv), int(hd), positions_dev, theta, ffac, w.rope_style, s);
+  if (tr.q_prescale) {
+    const float q_scale = 1.0f / std::sqrt(hp.query_pre_attn_scalar > 0 ? hp.query_pre_attn_scalar : float(hd));
+    launch_scale(Q, q_scale, int64_t(n) * qd, s);
+  }
+  const PagedKvCache kv = kv_layer(il);
+  launch_kv_write(kv, ab, K, kvd, V, kvd, s);
+  const float score_scale = tr.q_prescale ? 1.0f : 1.0f / std::sqrt(float(hd));
+  const int window = swa && hp.sliding_window > 0 ? int(hp.sliding_window) : 0;
+  launch_attention(kv, ab, Q, qd, int(nh), score_scale, window, A, qd, s);
+
+  mm->matmul(L.wo.m, A, qd, n, O, d, s);
+  if (tr.post_norms) launch_rms_norm(O, d, fptr(L.post_attn_norm), hp.rms_eps, d, n, O, d, s);
+  launch_add(X, O, int64_t(n) * d, s);
+  launch_rms_norm(X, d, fptr(L.ffn_norm), hp.rms_eps, d, n, XN, d, s);
+
+  mm->matmul(L.w_gate.m, XN, d, n, G, ff, s);
+  mm->matmul(L.w_up.m, XN, d, n, U, ff, s);
+  launch_gated_activation(tr.act, gelu, G, U, G, int64_t(n) * ff, s);
+  mm->matmul(L.w_down.m, G, ff, n, O, d, s);
+  if (tr.post_norms) launch_rms_norm(O, d, fptr(L.post_ffn_norm), hp.rms_eps, d, n, O, d, s);
+  launch_add(X, O, int64_t(n) * d, s);
+}
+
+void CudaModel::Impl::run_forward(int n, int n_out, const AttentionBatch& ab, const int32_t* tokens_dev,
+                                  const int32_t* positions_dev, const std::vector<std::pair<int, int>>& out_runs) {
+  const HParams& hp = w.hp;
+  const int64_t d = hp.d_model;
+  const float emb_scale = tr.embed_scale ? std::sqrt(static_cast<float>(d)) : 1.0f;
+  mm->get_rows(tok_embd.m, tokens_dev, n, emb_scale, x.as<float>(), stream);
+  for (uint32_t il = 0; il < hp.n_layers; ++il) layer_forward(il, n, ab, positions_dev);
+  if (n_out == 0) return;
+  int row = 0;
+  for (auto [first, count] : out_runs) {  // contiguous runs of output rows
+    launch_rms_norm(x.as<float>() + int64_t(first) * d, d, fptr(output_norm), hp.rms_eps, d, count,
+                    final_x.as<float>() + int64_t(row) * d, d, stream);
+    row += count;
+  }
+  mm->matmul(*output, final_x.as<float>(), d, n_out, logits.as<float>(), hp.vocab_size, stream);
+}
+
+CudaModel::CudaModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CudaModel::~CudaModel() = default;
+
+const HParams& CudaModel::hparams() const { return impl_->w.hp; }
+uint32_t CudaModel::kv_block_size() const { return impl_->opt.kv_block_size; }
+uint32_t CudaModel::n_kv_blocks() const { return impl_->opt.n_kv_blocks; }
+uint32_t CudaModel::max_context() const { return impl_->opt.max_context; }
+const DeviceInfo& CudaModel::device() const { return impl_->dev; }
+Fp8Mode CudaModel::fp8_mode() const { return impl_->mm->fp8_mode(); }
+uint64_t CudaModel::decode_weight_bytes() const { return impl_->decode_bytes; }
+uint64_t CudaModel::matmul_macs_per_token() const { return impl_->macs_per_token; }
+
+std::string CudaModel::device_name() const {
+  const DeviceInfo& d = impl_->dev;
+  return "cuda:" + std::to_string(d.ordinal) + " (" + d.name + ", sm_" + std::to_string(d.sm) + ", " +
+         kernel_path_name(d.path) + " kernels)";
+}
+
+Result<std::unique_ptr<CudaModel>> CudaModel::load(const std::string& path, const CudaModelOptions& options) {
+  DUET_ASSIGN_OR_RETURN(ModelWeights w, load_model_weights(path));
+  return create(std::move(w), options);
+}
+
+Result<std::unique_ptr<CudaModel>> CudaModel::create(ModelWeights weights, const CudaModelOptions& options) {
+  auto im = std::make_unique<Impl>();
+  Impl& m = *im;
+  m.opt = options;
+  DUET_ASSIGN_OR_RETURN(m.dev, query_device(options.device));
+  const HParams& hp = weights.hp;
+  if (weights.sliding.size() != hp.n_layers) {
+    weights.sliding.assign(hp.n_layers, 0);
+    for (uint32_t i = 0; i < hp.n_layers; ++i)
+      weights.sliding[i] = hp.arch == Arch::kGemma3 && hp.sliding_window_pattern > 0 && (i + 1) % hp.sliding_window_pattern != 0;
+  }
+  CudaModelOptions& opt = m.opt;
+  if (opt.kv_dtype != DType::kF16 && opt.kv_dtype != DType::kF32) return invalid_argument("KV cache type must be F16 or F32");
+  if (opt.kv_block_size == 0 || opt.kv_block_size > 4096)
+    return invalid_argument("kv_block_size " + std::to_string(opt.kv_block_size) + " not in 1..4096");
+  if (hp.head_dim != 64 && hp.head_dim != 128 && hp.head_dim != 256)
+    return invalid_argument("head_dim " + std::to_string(hp.head_dim) + " not supported by the CUDA attention (64, 128, 256)");
+  if (opt.max_context == 0) opt.max_context = std::min<uint32_t>(hp.context_length ? hp.context_length : 4096, 4096);
+  if (opt.max_seqs == 0) opt.max_seqs = 1;
+  if (opt.n_kv_blocks == 0) {
+    const uint64_t per_seq = (uint64_t{opt.max_context} + opt.kv_block_size - 1) / opt.kv_block_size;
+    const uint64_t nb = per_seq * opt.max_seqs;
+    if (nb > (1u << 30)) return invalid_argument("KV cache of " + std::to_string(nb) + " blocks is too large");
+    opt.n_kv_blocks = static_cast<uint32_t>(nb);
+  }
+  if (opt.max_batch_tokens == 0) opt.max_batch_tokens = 512;
+  const bool llamacpp = opt.numerics == Numerics::kLlamaCpp || (opt.numerics == Numerics::kAuto && weights.source == "gguf");
+  m.gelu = llamacpp ? GeluMode::kF16Table : GeluMode::kExact;
+  m.tr = traits_of(hp.arch);
+
+  // Memory plan: weights (as stored) + KV cache must fit in what the device has free.
+  const uint64_t elem = opt.kv_dtype == DType::kF16 ? 2 : 4;
+  const uint64_t kv_layer_bytes = uint64_t{opt.n_kv_blocks} * opt.kv_block_size * hp.n_kv_heads * hp.head_dim * elem;
+  const uint64_t kv_bytes = kv_layer_bytes * 2 * hp.n_layers;
+  uint64_t w_bytes = 0;
+  auto mat_bytes = [](const WeightMatrix& wm) { return static_cast<uint64_t>(wm.n_rows) * wm.row_bytes; };
+  for (const LayerWeights& L : weights.layers)
+    for (const WeightMatrix* wm : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) w_bytes += mat_bytes(*wm);
+  const bool tied = weights.output.data == weights.tok_embd.data;
+  m.decode_bytes = w_bytes + mat_bytes(weights.output);
+  w_bytes += mat_bytes(weights.tok_embd) + (tied ? 0 : mat_bytes(weights.output));
+  m.weight_bytes = w_bytes;
+  if (w_bytes + kv_bytes + (256ull << 20) > m.dev.free_bytes)
+    return out_of_range("model needs " + std::to_string((w_bytes + kv_bytes) >> 20) + " MiB on " + m.dev.name +
+                        " (weights " + std::to_string(w_bytes >> 20) + " MiB + KV cache " + std::to_string(kv_bytes >> 20) +
+                        " MiB) but " + std::to_string(m.dev.free_bytes >> 20) + " MiB are free");
+  {
+    const int64_t qd = int64_t{hp.n_heads} * hp.head_dim, kvd = int64_t{hp.n_kv_heads} * hp.head_dim;
+    m.macs_per_token = uint64_t(hp.n_layers) * (uint64_t(hp.d_model) * (qd + 2 * kvd) + uint64_t(qd) * hp.d_model +
+                                                 3ull * hp.d_model * hp.d_ff) +
+                       uint64_t(hp.d_model) * hp.vocab_size;
+  }
+
+  DUET_CUDA_CHECK(cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking));
+  m.mm = std::make_unique<MatmulContext>(m.dev, opt.fp8);
+  bool bf16_notice = false;
+  auto up = [&](const WeightMatrix& wm, DeviceWeight* out) -> Status {
+    if (wm.dtype == DType::kBF16 && !m.dev.use_bf16() && !bf16_notice) {
+      std::fprintf(stderr, "duet: notice: BF16 weights run as F16 on %s (%s kernels)\n", m.dev.name.c_str(),
+                   kernel_path_name(m.dev.path));
+      bf16_notice = true;
+    }
+    DUET_ASSIGN_OR_RETURN(*out, upload_matrix(wm, m.dev, opt.fp8));
+    return Status::ok();
+  };
+  DUET_RETURN_IF_ERROR(up(weights.tok_embd, &m.tok_embd));
+  if (tied) {
+    m.output = &m.tok_embd.m;
+  } else {
+    DUET_RETURN_IF_ERROR(up(weights.output, &m.output_own));
+    m.output = &m.output_own.m;
+  }
+  m.output_norm = upload_floats(weights.output_norm);
+  if (!weights.rope_freqs.empty()) m.rope_freqs = upload_floats(weights.rope_freqs);
+  m.layers.resize(hp.n_layers);
+  for (uint32_t il = 0; il < hp.n_layers; ++il) {
+    const LayerWeights& L = weights.layers[il];
+    DeviceLayer& D = m.layers[il];
+    DUET_RETURN_IF_ERROR(up(L.wq, &D.wq));
+    DUET_RETURN_IF_ERROR(up(L.wk, &D.wk));
+    DUET_RETURN_IF_ERROR(up(L.wv, &D.wv));
+    DUET_RETURN_IF_ERROR(up(L.wo, &D.wo));
+    DUET_RETURN_IF_ERROR(up(L.w_gate, &D.w_gate));
+    DUET_RETURN_IF_ERROR(up(L.w_up, &D.w_up));
+    DUET_RETURN_IF_ERROR(up(L.w_down, &D.w_down));
+    D.attn_norm = upload_floats(L.attn_norm);
+    D.ffn_norm = upload_floats(L.ffn_norm);
+    D.post_attn_norm = upload_floats(L.post_attn_norm);
+    D.post_ffn_norm = upload_floats(L.post_ffn_norm);
+    D.q_norm = upload_floats(L.q_norm);
+    D.k_norm = upload_floats(L.k_norm);
+    D.bq = upload_floats(L.bq);
+    D.bk = upload_floats(L.bk);
+    D.bv = upload_floats(L.bv);
+    D.k_cache.resize(kv_layer_bytes);
+    D.v_cache.resize(kv_layer_bytes);
+    DUET_CUDA_CHECK(cudaMemsetAsync(D.k_cache.data(), 0, kv_layer_bytes, m.stream));
+    DUET_CUDA_CHECK(cudaMemsetAsync(D.v_cache.data(), 0, kv_layer_bytes, m.stream));
+    if (opt.verbose) std::fprintf(stderr, "\rduet: uploading weights to %s: layer %u/%u", m.dev.name.c_str(), il + 1, hp.n_layers);
+  }
+  if (opt.verbose)
+    std::fprintf(stderr, "\rduet: %s: weights %.1f MiB, KV cache %.1f MiB (%u blocks of %u tokens)          \n",
+                 m.dev.name.c_str(), w_bytes / 1048576.0, kv_bytes / 1048576.0, opt.n_kv_blocks, opt.kv_block_size);
+  m.w = std::move(weights);
+  m.reserve_tokens(static_cast<int>(opt.max_batch_tokens), 1);
+  DUET_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+  return std::unique_ptr<CudaModel>(new CudaModel(std::move(im)));
+}
+
+Status CudaModel::forward(const ForwardBatch& b, float* logits_out) {
+  Impl& m = *impl_;
+  const HParams& hp = m.w.hp;
+  DUET_RETURN_IF_ERROR(validate_forward_batch(b, hp.vocab_size, m.opt.kv_block_size, m.opt.n_kv_blocks));
+  const int n = static_cast<int>(b.tokens.size());
+  if (n == 0) return Status::ok();
+  const int n_seqs = static_cast<int>(b.seqs.size());
+  const int n_out = static_cast<int>(b.output_rows.size());
+
+  // The GPU kernels take each sequence's tokens as one run of consecutive positions.
+  std::vector<int32_t> begin(n_seqs, -1), count(n_seqs, 0);
+  for (int t = 0; t < n; ++t) {
+    const int sq = b.seq_ids[t];
+    if (begin[sq] < 0) {
+      begin[sq] = t;
+    } else if (t == 0 || b.seq_ids[t - 1] != sq || b.positions[t] != b.positions[t - 1] + 1) {
+      return invalid_argument("the CUDA backend needs each sequence's tokens contiguous in the batch with consecutive "
+                              "positions (token " + std::to_string(t) + ", sequence " + std::to_string(sq) + ")");
+    }
+    ++count[sq];
+  }
+  int max_blocks = 1, max_seq_tokens = 0, max_kv_len = 0;
+  for (const SeqKvView& s : b.seqs) max_blocks = std::max<int>(max_blocks, int(s.n_blocks));
+  for (int sq = 0; sq < n_seqs; ++sq) max_seq_tokens = std::max(max_seq_tokens, count[sq]);
+  for (int t = 0; t < n; ++t) max_kv_len = std::max(max_kv_len, b.positions[t] + 1);
+
+  // Output rows as contiguous runs (one norm launch per run).
+  std::vector<std::pair<int, int>> runs;
+  for (int i = 0; i < n_out; ++i) {
+    const int r = b.output_rows[i];
+    if (!runs.empty() && runs.back().first + runs.back().second == r) ++runs.back().second;
+    else runs.emplace_back(r, 1);
+  }
+
+  // Decode steps (one token per sequence) replay a graph; the attention grid is then sized for
+  // the longest context the cache allows, so one graph serves every step of that shape.
+  // Output rows must then be every token in order, and block tables are padded to the most
+  // blocks a sequence can have, so that the graph's shape stays fixed as contexts grow.
+  const bool all_rows = runs.size() == 1 && runs[0].first == 0 && runs[0].second == n;
+  const bool decode = m.opt.cuda_graphs && max_seq_tokens == 1 && n <= 256 && all_rows;
+  if (decode)
+    max_blocks = std::max<int>(max_blocks, int((m.opt.max_context + m.opt.kv_block_size - 1) / m.opt.kv_block_size));
+  const int grid_kv_len = decode ? max_blocks * int(m.opt.kv_block_size) : max_kv_len;
+
+  m.reserve_tokens(n, n_out);
+  // One int32 upload: tokens, positions, seq_ids, seq begin, seq count, block tables, padding.
+  const size_t off_tok = 0, off_pos = n, off_seq = 2 * size_t(n), off_beg = 3 * size_t(n), off_cnt = off_beg + n_seqs,
+               off_bt = off_cnt + n_seqs, total = off_bt + size_t(n_seqs) * max_blocks;
+  int32_t* h = m.meta_host.reserve(total);
+  std::memcpy(h + off_tok, b.tokens.data(), n * sizeof(int32_t));
+  std::memcpy(h + off_pos, b.positions.data(), n * sizeof(int32_t));
+  std::memcpy(h + off_seq, b.seq_ids.data(), n * sizeof(int32_t));
+  for (int sq = 0; sq < n_seqs; ++sq) {
+    h[off_beg + sq] = std::max(begin[sq], 0);
+    h[off_cnt + sq] = count[sq];
+    int32_t* bt = h + off_bt + size_t(sq) * max_blocks;
+    std::fill(bt, bt + max_blocks, 0);
+    std::memcpy(bt, b.seqs[sq].blocks, b.seqs[sq].n_blocks * sizeof(int32_t));
+  }
+  if (total > m.meta_cap) {
+    m.drop_graphs();
+    m.meta_dev.resize(total * sizeof(int32_t));
+    m.meta_cap = total;
+  }
+  const size_t scratch = attention_scratch_bytes(n, int(hp.n_heads), int(hp.head_dim), grid_kv_len);
+  if (scratch > m.attn_scratch.bytes()) {
+    m.drop_graphs();
+    m.attn_scratch.resize(scratch);
+  }
+  DUET_CUDA_CHECK(cudaMemcpyAsync(m.meta_dev.data(), h, total * sizeof(int32_t), cudaMemcpyHostToDevice, m.stream));
+  const int32_t* md = m.meta_dev.as<const int32_t>();
+  AttentionBatch ab;
+  ab.n_tokens = n;
+  ab.n_seqs = n_seqs;
+  ab.positions = md + off_pos;
+  ab.seq_ids = md + off_seq;
+  ab.block_tables = md + off_bt;
+  ab.max_blocks = max_blocks;
+  ab.max_seq_tokens = max_seq_tokens;
+  ab.max_kv_len = grid_kv_len;
+  ab.seq_token_begin = md + off_beg;
+  ab.seq_n_tokens = md + off_cnt;
+  ab.scratch = m.attn_scratch.data();
+  ab.scratch_bytes = m.attn_scratch.bytes();
+
+  if (decode) {
+    auto key = std::make_tuple(n, n_seqs, max_blocks, n_out);
+    auto it = m.graphs.find(key);
+    if (it == m.graphs.end()) {
+      cudaGraph_t g = nullptr;
+      DUET_CUDA_CHECK(cudaStreamBeginCapture(m.stream, cudaStreamCaptureModeThreadLocal));
+      m.run_forward(n, n_out, ab, md + off_tok, md + off_pos, runs);
+      DUET_CUDA_CHECK(cudaStreamEndCapture(m.stream, &g));
+      Impl::Graph gr;
+      DUET_CUDA_CHECK(cudaGraphInstantiate(&gr.exec, g, 0));
+      DUET_CUDA_CHECK(cudaGraphDestroy(g));
+      it = m.graphs.emplace(key, gr).first;
+    }
+    DUET_CUDA_CHECK(cudaGraphLaunch(it->second.exec, m.stream));
+  } else {
+    m.run_forward(n, n_out, ab, md + off_tok, md + off_pos, runs);
+  }
+  if (n_out > 0)
+    DUET_CUDA_CHECK(cudaMemcpyAsync(logits_out, m.logits.data(), size_t(n_out) * hp.vocab_size * sizeof(float),
+                                    cudaMemcpyDeviceToHost, m.stream));
+  DUET_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+  return Status::ok();
+}
+
+}  // namespace duet::cuda
