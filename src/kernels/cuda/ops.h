@@ -49,4 +49,43 @@ void launch_kv_write(const PagedKvCache& kv, const AttentionBatch& batch, const 
 // out[r] = index of the largest of logits[r * vocab .. + vocab) (lowest index on ties), r < n_rows.
 void launch_argmax(const float* logits, int n_rows, int64_t vocab, int32_t* out, cudaStream_t stream);
 
+// --- Additions (kernels/cuda owns these; the launchers above keep their signatures). ---
+
+// Fused residual add and RMSNorm: x[r * n + i] += res[r * n + i], then y[r * n + i] =
+// rms_norm(x row) (as launch_rms_norm, w may be null). Rows contiguous (ld = n). y may not alias
+// x or res. Saves one pass over x per layer half (the forward's `x += o; xn = rms(x)`).
+void launch_add_rms_norm(float* x, const float* res, const float* w, float eps, int64_t n, int64_t n_rows, float* y,
+                         cudaStream_t stream);
+
+// y[r * ldy + i] = x[rows[r] * ldx + i], i < n, r < n_rows (rows: device int32, e.g. the output
+// rows of a batch before the final norm and the vocabulary projection).
+void launch_gather_rows(const float* x, int64_t ldx, const int32_t* rows, int n_rows, int64_t n, float* y, int64_t ldy,
+                        cudaStream_t stream);
+
+// Per-row sampling parameters (device array, one per logits row), the GPU's SamplingConfig.
+struct SamplingRow {
+  float temperature = 0.0f;  // <= 0: greedy (argmax, lowest index on ties)
+  int32_t top_k = 0;         // <= 0 or >= vocab: no top-k cut; 1: greedy
+  float top_p = 1.0f;        // >= 1: no nucleus cut
+  uint32_t reserved = 0;
+  uint64_t seed = 0;     // the request's seed
+  uint64_t counter = 0;  // the draw's index in the request (e.g. tokens generated so far)
+};
+
+// out[r] = a token drawn from softmax(logits[r] / temperature) restricted by top-k then top-p
+// (HF / vLLM order, as the CPU Sampler), r < n_rows. One thread block per row; no scratch.
+// Semantics against the CPU Sampler (kernels/cpu/sampling.h):
+//   - greedy (temperature <= 0 or top_k == 1): identical (argmax, lowest index on ties);
+//   - the kept set is the same except on exact ties at the cut: top-k keeps every token whose
+//     scaled logit equals the k-th largest (the CPU keeps the lower indices), and top-p keeps
+//     every token tied with the last one needed to reach mass top_p;
+//   - the draw follows the same distribution over the kept set but is not the same random
+//     stream: u = hash(seed, counter) in [0, 1), and tokens are walked in index order (the CPU
+//     walks them by decreasing probability with a mt19937_64). Same (seed, counter, logits) ->
+//     same token, on any GPU and any batch composition.
+// Cost: greedy is one pass over the row; top-k and top-p each add ~32 bisection passes over the
+// row (L2-resident at vocab <= 256k), i.e. tens of microseconds per step at most.
+void launch_sample(const float* logits, int n_rows, int64_t vocab, const SamplingRow* rows, int32_t* out,
+                   cudaStream_t stream);
+
 }  // namespace duet::cuda

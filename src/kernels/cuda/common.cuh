@@ -1,0 +1,144 @@
+// Device helpers shared by the element-wise, attention and sampling kernels of kernels/cuda:
+// warp/block reductions, F16 <-> F32 vector loads, ggml's expf, launch-size arithmetic.
+// Header-only, device code plus a few host helpers; no state. Everything here uses only what
+// sm_70 has (warp shuffles, __half conversions), so every kernel built on it runs on a V100.
+#pragma once
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "runtime/cuda_check.h"
+
+namespace duet::cuda::detail {
+
+constexpr unsigned kFullMask = 0xffffffffu;
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Grid size for a grid-stride loop over n items: enough blocks to fill the device, no more
+// than the work needs (grid-stride kernels are correct for any grid).
+inline unsigned grid_for(int64_t n, int threads) {
+  const int64_t blocks = ceil_div(n, threads);
+  return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > 65535 * 4 ? 65535 * 4 : blocks));
+}
+
+// Multiprocessor count of the current device (a cheap attribute query; legal during capture).
+inline int current_sm_count() {
+  int dev = 0, n = 0;
+  DUET_CUDA_CHECK(cudaGetDevice(&dev));
+  DUET_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+  return n;
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
+  return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(kFullMask, v, o));
+  return v;
+}
+
+// Sum over all threads of the block (blockDim.x a multiple of 32, <= 1024); every thread gets
+// the result. `red` is >= 32 floats of shared memory, reused after a barrier.
+__device__ __forceinline__ float block_sum(float v, float* red) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
+  v = warp_sum(v);
+  __syncthreads();  // red may still be read by a previous call
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  v = lane < n_warps ? red[lane] : 0.0f;
+  return warp_sum(v);
+}
+
+__device__ __forceinline__ float block_max(float v, float* red) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
+  v = warp_max(v);
+  __syncthreads();
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  v = lane < n_warps ? red[lane] : -INFINITY;
+  return warp_max(v);
+}
+
+// ggml's vectorized expf lane by lane (kernels/cpu/attention.cpp ggml_expf): the same fused
+// multiply-adds in the same order, so results are bit-identical to the CPU's.
+__device__ __forceinline__ float ggml_expf_dev(float x) {
+  const float r = 0x1.8p23f;
+  const float z = __fmaf_rn(x, 0x1.715476p+0f, r);
+  const float n = z - r;
+  const float b = __fmaf_rn(-n, 0x1.7f7d1cp-20f, __fmaf_rn(-n, 0x1.62e4p-1f, x));
+  const uint32_t e = __float_as_uint(z) << 23;
+  const float k = __uint_as_float(e + __float_as_uint(1.0f));
+  const bool c = fabsf(n) > 126.0f;
+  const float u = b * b;
+  const float j = __fmaf_rn(__fmaf_rn(__fmaf_rn(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u,
+                                      __fmaf_rn(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
+                            u, 0x1.ffffecp-1f * b);
+  if (!c) return __fmaf_rn(j, k, k);
+  const uint32_t g = n <= 0.0f ? 0x82000000u : 0u;
+  const float s1 = __uint_as_float(g + 0x7f000000u);
+  const float s2 = __uint_as_float(e - g);
+  if (fabsf(n) > 192.0f) return s1 * s1;
+  return __fmaf_rn(s2, j, s2) * s1;
+}
+
+// Loads N consecutive elements of type T (float or __half) as floats. The pointer must be
+// aligned to N * sizeof(T) bytes (N * sizeof(T) in {4, 8, 16, 32}).
+template <typename T, int N>
+__device__ __forceinline__ void load_as_float(const T* p, float* out) {
+  if constexpr (sizeof(T) == 4) {
+    static_assert(N % 2 == 0, "float loads come in pairs or more");
+    if constexpr (N % 4 == 0) {
+#pragma unroll
+      for (int i = 0; i < N; i += 4) {
+        const float4 v = *reinterpret_cast<const float4*>(p + i);
+        out[i] = v.x, out[i + 1] = v.y, out[i + 2] = v.z, out[i + 3] = v.w;
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < N; i += 2) {
+        const float2 v = *reinterpret_cast<const float2*>(p + i);
+        out[i] = v.x, out[i + 1] = v.y;
+      }
+    }
+  } else {
+    static_assert(N % 2 == 0, "half loads come in pairs or more");
+    if constexpr (N % 8 == 0) {
+#pragma unroll
+      for (int i = 0; i < N; i += 8) {
+        const uint4 v = *reinterpret_cast<const uint4*>(p + i);
+        const __half2* h = reinterpret_cast<const __half2*>(&v);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const float2 f = __half22float2(h[j]);
+          out[i + 2 * j] = f.x, out[i + 2 * j + 1] = f.y;
+        }
+      }
+    } else if constexpr (N % 4 == 0) {
+#pragma unroll
+      for (int i = 0; i < N; i += 4) {
+        const uint2 v = *reinterpret_cast<const uint2*>(p + i);
+        const __half2* h = reinterpret_cast<const __half2*>(&v);
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          const float2 f = __half22float2(h[j]);
+          out[i + 2 * j] = f.x, out[i + 2 * j + 1] = f.y;
+        }
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < N; i += 2) {
+        const float2 f = __half22float2(*reinterpret_cast<const __half2*>(p + i));
+        out[i] = f.x, out[i + 1] = f.y;
+      }
+    }
+  }
+}
+
+}  // namespace duet::cuda::detail
