@@ -5,7 +5,8 @@
 #           BF16 and FP8, and whole-model parity of each against duet's CPU backend
 #   bench   `duet bench` on the qwen2-7b files (pp512, pp2048, tg128, decode steps of 1 and 32
 #           sequences), one table with the roofline fractions; llama.cpp on the same GGUF files
-#           when LLAMA_BENCH names its llama-bench binary
+#           (scripts/ref/llamacpp_gpu_bench.py) when LLAMA_WHEEL names a CUDA build of the
+#           llama-cpp-python wheel (its pure-Python needs, e.g. diskcache, as wheels beside it)
 # Binaries: --bin DIR (from scripts/gpu-bundle.sh, for a machine without the build dependencies),
 # else build-gpu/ is built here (needs cmake, ninja, nlohmann-json, CLI11, GoogleTest, CUDA).
 # Usage: scripts/gpu-check.sh [--bin DIR] [--work DIR] [--out DIR] [stage ...]   (default: all)
@@ -101,10 +102,11 @@ if want bench; then
   b "FP8 weight-only" q7-fp8ch --fp8 weight-only
   b "FP8 native" q7-fp8ch --fp8 native
   DUET_KERNELS=generic b "Q4_K_M generic" q7-q4km.gguf
-  if [ -n "${LLAMA_BENCH:-}" ] && [ -x "$LLAMA_BENCH" ]; then
-    for f in q7-q4km.gguf q7-q8.gguf q7-bf16.gguf; do
-      "$LLAMA_BENCH" -m "$work/$f" -ngl 99 -fa 1 -p 512,2048 -n 128 -r 3 -o json 2>>"$out/bench.err" >"$out/llama-bench-$f.json"
-    done
+  if [ -n "${LLAMA_WHEEL:-}" ] && [ -e "$LLAMA_WHEEL" ]; then
+    echo "== llama.cpp on the same files"
+    python3 -m pip install -q --no-index --no-deps --target /tmp/duet-llsite "$LLAMA_WHEEL" "$(dirname "$LLAMA_WHEEL")"/*.whl 2>&1 | tail -1
+    PYTHONPATH=/tmp/duet-llsite python3 scripts/ref/llamacpp_gpu_bench.py "$work/q7-q4km.gguf" "$work/q7-q8.gguf" "$work/q7-bf16.gguf" \
+      2>>"$out/llamacpp.err" | tee "$out/llamacpp.jsonl"
   fi
   python3 scripts/gpu_report.py "$out" | tee "$out/report.md"
 fi

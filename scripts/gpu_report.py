@@ -35,18 +35,21 @@ def main():
         steps = " / ".join(f(r.get(f"step{b}"), "%.2f") for b in (1, 8, 32))
         print(f"| {label} | {f(r.get('tg'))} | {f((r.get('tg_roof') or 0) * 100, '%.0f%%')} | {f(r.get('pp512'))} | "
               f"{f(r.get('pp2048'))} | {f((r.get('pp2048_roof') or 0) * 100, '%.0f%%')} | {steps} |")
-    llama = sorted(out.glob("llama-bench-*.json"))
-    if llama:
+    llama = out / "llamacpp.jsonl"
+    if llama.exists():
         print()
-        print("| llama.cpp llama-bench | test | tok/s |")
-        print("| --- | --- | --- |")
-        for p in llama:
-            try:
-                for t in json.loads(p.read_text()):
-                    test = f"pp{t['n_prompt']}" if t.get("n_prompt") else f"tg{t['n_gen']}"
-                    print(f"| {p.stem[len('llama-bench-'):]} | {test} | {t['avg_ts']:.1f} |")
-            except (ValueError, KeyError) as e:
-                print(f"| {p.name} | unreadable: {e} | |")
+        print("| llama.cpp, same files | tg128 tok/s | pp512 tok/s | pp2048 tok/s | greedy 16 tokens |")
+        print("| --- | --- | --- | --- | --- |")
+        for line in llama.read_text().splitlines():
+            if not line.strip():
+                continue
+            j = json.loads(line)
+            name = Path(j["file"]).name
+            if "error" in j:
+                print(f"| {name} | {j['error']} | | | |")
+                continue
+            print(f"| {name} | {f(j.get('tg128_tok_s'))} | {f(j.get('pp512_tok_s'))} | {f(j.get('pp2048_tok_s'))} | "
+                  f"{len(j.get('greedy16', []))} tokens |")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""llama.cpp beside duet on a GPU, through llama-cpp-python's low-level API (the C functions
+llama-bench calls, without the Python sampling layer): for each GGUF file, all layers on the GPU,
+flash attention on, F16 KV cache:
+  pp512 / pp2048  prompt of N random tokens into an empty cache, n_batch 2048, n_ubatch 512
+  tg128           128 tokens decoded one at a time into an empty cache
+  gen             a greedy 16-token continuation (llama.cpp loads the file and generates from it)
+Best of --reps after one warm-up, like llama-bench; prints JSON lines.
+
+llama-cpp-python with CUDA: build its source distribution with
+  CMAKE_ARGS="-DGGML_CUDA=on -DCMAKE_CUDA_ARCHITECTURES=90 -DLLAVA_BUILD=OFF" pip wheel --no-deps llama-cpp-python
+and install the wheel where the GPU is (scripts/gpu-check.sh takes it with LLAMA_WHEEL).
+
+Usage: llamacpp_gpu_bench.py FILE.gguf [...] [--reps 3] [--label L]"""
+import argparse
+import ctypes
+import json
+import random
+import sys
+import time
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("files", nargs="+")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--pp", default="512,2048")
+    ap.add_argument("--tg", type=int, default=128)
+    args = ap.parse_args()
+    import llama_cpp as L
+
+    L.llama_backend_init()
+    for path in args.files:
+        mp = L.llama_model_default_params()
+        mp.n_gpu_layers = 999
+        model = L.llama_model_load_from_file(path.encode(), mp)
+        if not model:
+            print(json.dumps({"file": path, "error": "llama.cpp could not load the file"}))
+            continue
+        cp = L.llama_context_default_params()
+        cp.n_ctx = 4096
+        cp.n_batch = 2048
+        cp.n_ubatch = 512
+        cp.flash_attn_type = L.LLAMA_FLASH_ATTN_TYPE_ENABLED
+        ctx = L.llama_init_from_model(model, cp)
+        vocab = L.llama_model_get_vocab(model)
+        n_vocab = L.llama_vocab_n_tokens(vocab)
+        mem = L.llama_get_memory(ctx)
+        rng = random.Random(0)
+
+        def decode(tokens):
+            arr = (L.llama_token * len(tokens))(*tokens)
+            rc = L.llama_decode(ctx, L.llama_batch_get_one(arr, len(tokens)))
+            if rc != 0:
+                raise RuntimeError(f"llama_decode returned {rc}")
+
+        def prompt(n):
+            L.llama_memory_clear(mem, True)
+            toks = [rng.randrange(100, min(n_vocab, 30000)) for _ in range(n)]
+            t0 = time.perf_counter()
+            for i in range(0, n, 2048):
+                decode(toks[i:i + 2048])
+            L.llama_synchronize(ctx)
+            return n / (time.perf_counter() - t0)
+
+        def gen(n):
+            L.llama_memory_clear(mem, True)
+            t0 = time.perf_counter()
+            for _ in range(n):
+                decode([rng.randrange(100, min(n_vocab, 30000))])
+            L.llama_synchronize(ctx)
+            return n / (time.perf_counter() - t0)
+
+        res = {"file": path, "engine": "llama.cpp (llama-cpp-python %s)" % L.__version__}
+        for n in [int(x) for x in args.pp.split(",") if x]:
+            prompt(n)
+            res[f"pp{n}_tok_s"] = max(prompt(n) for _ in range(args.reps))
+        if args.tg:
+            gen(8)
+            res[f"tg{args.tg}_tok_s"] = max(gen(args.tg) for _ in range(args.reps))
+        # Greedy continuation of a short prompt: llama.cpp reads the file and generates from it.
+        L.llama_memory_clear(mem, True)
+        toks = [rng.randrange(100, min(n_vocab, 30000)) for _ in range(8)]
+        out = []
+        decode(toks)
+        for _ in range(16):
+            logits = L.llama_get_logits_ith(ctx, -1)
+            best = max(range(n_vocab), key=lambda i: logits[i])
+            out.append(best)
+            decode([best])
+        res["greedy16"] = out
+        print(json.dumps(res), flush=True)
+        L.llama_free(ctx)
+        L.llama_model_free(model)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
