@@ -1,0 +1,381 @@
+// matmul.h: uploading weight matrices into the device layouts of quant_types.cuh, and the
+// MatmulContext that picks a path per call: decode kernels for n_tokens <= 8 (quant_matvec.cu),
+// otherwise cuBLAS GEMMs on F16/BF16 (weights dequantized into a workspace in row chunks), F32
+// (TF32 on the native path), or cuBLASLt FP8 (E4M3 x E4M3, per-tensor or per-row weight scales).
+// Host code; everything it launches goes on the caller's stream.
+#include "kernels/cuda/matmul.h"
+
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "base/check.h"
+#include "kernels/cuda/quant_kernels.cuh"
+#include "runtime/cuda_check.h"
+#include "tensor/half.h"
+#include "tensor/quant_blocks.h"
+
+namespace duet::cuda {
+namespace {
+
+constexpr size_t kBlasWorkspaceBytes = 32u << 20;
+constexpr size_t kLtWorkspaceBytes = 64u << 20;
+constexpr int64_t kDequantCapElems = int64_t{64} << 20;  // F16 weight tile: at most 128 MiB
+
+int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+
+// Block-quantized types whose F16 d moves to region D (quant_types.cuh): A bytes and d offset.
+bool split_layout(DType t, int* a_bytes, int* d_offset) {
+  switch (t) {
+    case DType::kQ4_0: *a_bytes = 16; *d_offset = 0; return true;
+    case DType::kQ5_0: *a_bytes = 20; *d_offset = 0; return true;
+    case DType::kQ8_0: *a_bytes = 32; *d_offset = 0; return true;
+    case DType::kQ3_K: *a_bytes = 108; *d_offset = 108; return true;
+    case DType::kQ6_K: *a_bytes = 208; *d_offset = 208; return true;
+    default: return false;
+  }
+}
+
+bool is_float_type(DType t) {
+  return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16 || t == DType::kF8_E4M3;
+}
+
+Status alloc(DeviceBuffer* b, size_t bytes, const char* what) {
+  size_t free_b = 0, total_b = 0;
+  DUET_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  if (bytes + (64u << 20) > free_b)
+    return out_of_range(std::string("upload_matrix: ") + what + " needs " + std::to_string(bytes) +
+                        " bytes, device has " + std::to_string(free_b) + " free");
+  b->resize(bytes);
+  return Status::ok();
+}
+
+bool fp8_row_scales_only(const DeviceMatrix& w) { return w.fp8_block_cols >= w.n_cols; }
+
+}  // namespace
+
+Result<DeviceWeight> upload_matrix(const WeightMatrix& w, const DeviceInfo& dev, Fp8Mode /*fp8*/) {
+  const DType t = w.dtype;
+  if (!kernels::is_block_quant(t) && !is_float_type(t))
+    return unsupported("upload_matrix: no GPU matmul for weight type " + std::string(dtype_name(t)));
+  if (w.data == nullptr || w.n_rows <= 0 || w.n_cols <= 0)
+    return invalid_argument("upload_matrix: empty matrix (" + std::to_string(w.n_rows) + " x " +
+                            std::to_string(w.n_cols) + ")");
+  if (w.n_rows > (int64_t{1} << 31) - 1 || w.n_cols > (int64_t{1} << 31) - 1)
+    return invalid_argument("upload_matrix: " + std::to_string(w.n_rows) + " x " + std::to_string(w.n_cols) +
+                            " exceeds 2^31 - 1 rows or columns");
+  const auto rb = row_bytes(t, static_cast<uint64_t>(w.n_cols));
+  if (!rb)
+    return invalid_argument("upload_matrix: " + std::to_string(w.n_cols) + " columns are not a multiple of the " +
+                            std::string(dtype_name(t)) + " block (" + std::to_string(dtype_info(t).block_size) + ")");
+  if (w.row_bytes < *rb)
+    return invalid_argument("upload_matrix: row_bytes " + std::to_string(w.row_bytes) + " < " + std::to_string(*rb) +
+                            " needed by " + std::to_string(w.n_cols) + " " + std::string(dtype_name(t)) + " values");
+  const int64_t rows = w.n_rows, cols = w.n_cols;
+
+  DeviceWeight out;
+  out.m.dtype = t;
+  out.m.n_rows = rows;
+  out.m.n_cols = cols;
+
+  if (kernels::is_block_quant(t)) {
+    const size_t rbytes = *rb;
+    out.m.row_bytes = rbytes;
+    DUET_RETURN_IF_ERROR(alloc(&out.data, rbytes * rows, "weights"));
+    int a_bytes = 0, d_off = 0;
+    if (!split_layout(t, &a_bytes, &d_off)) {
+      DUET_CUDA_CHECK(cudaMemcpy2D(out.data.data(), rbytes, w.data, w.row_bytes, rbytes, rows, cudaMemcpyHostToDevice));
+    } else {
+      // Region A (blocks without d, row after row), then region D (the d's in the same order).
+      const int bytes = static_cast<int>(dtype_info(t).type_size);
+      const int64_t bpr = cols / dtype_info(t).block_size;
+      std::vector<uint8_t> host(rbytes * rows);
+      uint8_t* a = host.data();
+      uint8_t* d = host.data() + static_cast<size_t>(rows * bpr) * a_bytes;
+      for (int64_t r = 0; r < rows; ++r) {
+        const uint8_t* src = w.data + r * w.row_bytes;
+        for (int64_t b = 0; b < bpr; ++b, src += bytes, a += a_bytes, d += 2) {
+          std::memcpy(d, src + d_off, 2);
+          if (d_off == 0) std::memcpy(a, src + 2, a_bytes);
+          else std::memcpy(a, src, a_bytes);
+        }
+      }
+      DUET_CUDA_CHECK(cudaMemcpy(out.data.data(), host.data(), host.size(), cudaMemcpyHostToDevice));
+    }
+    out.m.data = out.data.data();
+    return Result<DeviceWeight>(std::move(out));
+  }
+
+  // Plain float types: rows padded to 16 bytes with zeros; BF16 becomes F16 where BF16 is off.
+  const bool to_f16 = t == DType::kBF16 && !dev.use_bf16();
+  const DType dt = to_f16 ? DType::kF16 : t;
+  const size_t es = dtype_info(dt).type_size;
+  const size_t prow = static_cast<size_t>(round_up(static_cast<int64_t>(cols * es), 16));
+  out.m.dtype = dt;
+  out.m.row_bytes = prow;
+  DUET_RETURN_IF_ERROR(alloc(&out.data, prow * rows, "weights"));
+  DUET_CUDA_CHECK(cudaMemset(out.data.data(), 0, prow * rows));
+  if (to_f16) {
+    std::vector<uint16_t> host(static_cast<size_t>(cols) * rows);
+    for (int64_t r = 0; r < rows; ++r) {
+      const uint8_t* src = w.data + r * w.row_bytes;
+      for (int64_t c = 0; c < cols; ++c) {
+        uint16_t b;
+        std::memcpy(&b, src + 2 * c, 2);
+        host[r * cols + c] = f32_to_f16(bf16_to_f32(b));
+      }
+    }
+    DUET_CUDA_CHECK(cudaMemcpy2D(out.data.data(), prow, host.data(), cols * 2, cols * 2, rows, cudaMemcpyHostToDevice));
+  } else {
+    DUET_CUDA_CHECK(cudaMemcpy2D(out.data.data(), prow, w.data, w.row_bytes, cols * es, rows, cudaMemcpyHostToDevice));
+  }
+  out.m.data = out.data.data();
+
+  if (t == DType::kF8_E4M3) {
+    if (w.fp8_scales == nullptr) return invalid_argument("upload_matrix: FP8 matrix without scales");
+    const int64_t br = w.fp8_block_rows > 0 ? std::min(w.fp8_block_rows, rows) : rows;
+    const int64_t bc = w.fp8_block_cols > 0 ? std::min(w.fp8_block_cols, cols) : cols;
+    const int64_t need_cols = (cols + bc - 1) / bc;
+    const int64_t sc_cols = w.fp8_scale_cols > 0 ? w.fp8_scale_cols : need_cols;
+    if (sc_cols < need_cols)
+      return invalid_argument("upload_matrix: FP8 scale_cols " + std::to_string(sc_cols) + " < " +
+                              std::to_string(need_cols) + " blocks of " + std::to_string(bc) + " columns");
+    if (bc < cols && bc % 16 != 0)
+      return unsupported("upload_matrix: FP8 scale blocks of " + std::to_string(bc) +
+                         " columns (the GPU kernels need a multiple of 16, or whole rows)");
+    const int64_t sc_rows = (rows + br - 1) / br;
+    const size_t n_scales = static_cast<size_t>(sc_rows * sc_cols);
+    DUET_RETURN_IF_ERROR(alloc(&out.scales, n_scales * sizeof(float), "FP8 scales"));
+    DUET_CUDA_CHECK(cudaMemcpy(out.scales.data(), w.fp8_scales, n_scales * sizeof(float), cudaMemcpyHostToDevice));
+    out.m.fp8_scales = out.scales.as<float>();
+    // Whole-row blocks are stored as one column block of n_cols, which the kernels rely on.
+    out.m.fp8_block_rows = br;
+    out.m.fp8_block_cols = bc >= cols ? cols : bc;
+    out.m.fp8_scale_cols = sc_cols;
+  }
+  return Result<DeviceWeight>(std::move(out));
+}
+
+// --- MatmulContext ---
+
+struct MatmulContext::Impl {
+  DeviceInfo dev;
+  Fp8Mode mode = Fp8Mode::kWeightOnly;
+  cublasHandle_t blas = nullptr;
+  cublasLtHandle_t lt = nullptr;
+  DeviceBuffer blas_ws, lt_ws;
+  DeviceBuffer xq, xm, xs;  // decode activations (int8 + block meta, or staged float)
+  DeviceBuffer xh;          // prompt activations: F16 / BF16 / E4M3
+  DeviceBuffer wdeq;        // F16 weight rows for the prompt GEMM
+  DeviceBuffer scalars;     // [0] activation amax, [1] activation FP8 scale, [2] 1.0f
+  int max_tokens = 0;
+  int64_t max_cols = 0, max_rows = 0;
+  int64_t wdeq_elems = 0;
+
+  struct LtPlan {
+    bool ok = false;
+    cublasLtMatmulDesc_t op = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+    cublasLtMatmulAlgo_t algo{};
+  };
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int>, LtPlan> plans;
+  bool warned_lt = false;
+
+  ~Impl() {
+    for (auto& [k, p] : plans) {
+      if (p.op) cublasLtMatmulDescDestroy(p.op);
+      if (p.a) cublasLtMatrixLayoutDestroy(p.a);
+      if (p.b) cublasLtMatrixLayoutDestroy(p.b);
+      if (p.c) cublasLtMatrixLayoutDestroy(p.c);
+    }
+    if (lt) cublasLtDestroy(lt);
+    if (blas) cublasDestroy(blas);
+  }
+
+  // y [n][ldy] (float) = W x^T with W [rows][k] (ldw) and x [n][k] (ldx), both of type `ab`.
+  void gemm(const void* w, cudaDataType ab, int64_t ldw, const void* x, int64_t ldx, int64_t rows, int n, int64_t k,
+            float* y, int64_t ldy, cublasComputeType_t compute, cudaStream_t s) {
+    const float alpha = 1.f, beta = 0.f;
+    DUET_CUBLAS_CHECK(cublasSetStream(blas, s));
+    DUET_CUBLAS_CHECK(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(rows), n, static_cast<int>(k),
+                                   &alpha, w, ab, static_cast<int>(ldw), x, ab, static_cast<int>(ldx), &beta, y,
+                                   CUDA_R_32F, static_cast<int>(ldy), compute, CUBLAS_GEMM_DEFAULT));
+  }
+
+  // Prompt path through F16: x -> F16, W dequantized row chunk by row chunk into wdeq.
+  void dequant_gemm(const DeviceMatrix& w, const float* x, int64_t ldx, int n, float* y, int64_t ldy, cudaStream_t s) {
+    const int64_t k = w.n_cols;
+    const int64_t ldh = round_up(k, 16);
+    kernels::launch_convert_act(x, ldx, n, k, xh.data(), ldh, false, s);
+    const int64_t ldo = w.dtype == DType::kF8_E4M3 ? static_cast<int64_t>(w.row_bytes) : round_up(k, 8);
+    const int64_t chunk_rows = std::min<int64_t>(w.n_rows, wdeq_elems / ldo);
+    DUET_CHECK_MSG(chunk_rows > 0, "matmul: workspace holds no row of %lld columns (reserve())", (long long)k);
+    for (int64_t r0 = 0; r0 < w.n_rows; r0 += chunk_rows) {
+      const int64_t nr = std::min(chunk_rows, w.n_rows - r0);
+      kernels::launch_dequant_f16(w, r0, nr, wdeq.data(), ldo, s);
+      gemm(wdeq.data(), CUDA_R_16F, ldo, xh.data(), ldh, nr, n, k, y + r0, ldy, CUBLAS_COMPUTE_32F, s);
+    }
+  }
+
+  LtPlan& fp8_plan(int64_t rows, int n, int64_t kp, int64_t ldw, float* y, int64_t ldy) {
+    int align = 16;
+    while (align > 4 && ((reinterpret_cast<uintptr_t>(y) % align) != 0 || (ldy * 4) % align != 0)) align /= 2;
+    auto key = std::make_tuple(rows, static_cast<int64_t>(n), kp, ldy, align);
+    auto it = plans.find(key);
+    if (it != plans.end()) return it->second;
+    LtPlan& p = plans[key];
+    DUET_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    DUET_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+    DUET_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+    const float* one = scalars.as<float>() + 2;
+    DUET_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &one, sizeof(one)));
+    DUET_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &one, sizeof(one)));
+    DUET_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_8F_E4M3, kp, rows, ldw));
+    DUET_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_8F_E4M3, kp, n, kp));
+    DUET_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, rows, n, ldy));
+    cublasLtMatmulPreference_t pref = nullptr;
+    DUET_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    const size_t ws = kLtWorkspaceBytes;
+    DUET_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+    const uint32_t al = static_cast<uint32_t>(align);
+    DUET_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al, sizeof(al)));
+    DUET_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof(al)));
+    cublasLtMatmulHeuristicResult_t res{};
+    int found = 0;
+    const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt, p.op, p.a, p.b, p.c, p.c, pref, 1, &res, &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    p.ok = st == CUBLAS_STATUS_SUCCESS && found > 0;
+    if (p.ok) p.algo = res.algo;
+    if (!p.ok && !warned_lt) {
+      warned_lt = true;
+      std::fprintf(stderr, "duet: no cuBLASLt FP8 kernel for %lld x %d x %lld (ldy %lld, %s); using FP8 weight-only\n",
+                   (long long)rows, n, (long long)kp, (long long)ldy, cublasGetStatusString(st));
+    }
+    return p;
+  }
+
+  // Native FP8 prompt path; false when cuBLASLt has no kernel (the caller falls back).
+  bool fp8_native(const DeviceMatrix& w, const float* x, int64_t ldx, int n, float* y, int64_t ldy, cudaStream_t s) {
+    const int64_t kp = round_up(w.n_cols, 16);
+    LtPlan& p = fp8_plan(w.n_rows, n, kp, static_cast<int64_t>(w.row_bytes), y, ldy);
+    if (!p.ok) return false;
+    float* amax = scalars.as<float>();
+    float* xscale = amax + 1;
+    DUET_CUDA_CHECK(cudaMemsetAsync(amax, 0, sizeof(float), s));
+    kernels::launch_act_amax(x, ldx, n, w.n_cols, amax, s);
+    kernels::launch_quantize_act_fp8(x, ldx, n, w.n_cols, amax, xh.as<uint8_t>(), kp, xscale, s);
+    const bool per_tensor = w.fp8_block_rows >= w.n_rows;
+    const float* a_scale = per_tensor ? w.fp8_scales : scalars.as<float>() + 2;
+    DUET_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale, sizeof(a_scale)));
+    DUET_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &xscale, sizeof(xscale)));
+    const float alpha = 1.f, beta = 0.f;
+    DUET_CUBLAS_CHECK(cublasLtMatmul(lt, p.op, &alpha, w.data, p.a, xh.data(), p.b, &beta, y, p.c, y, p.c, &p.algo,
+                                     lt_ws.data(), kLtWorkspaceBytes, s));
+    if (!per_tensor) kernels::launch_scale_rows(y, ldy, n, w.n_rows, w.fp8_scales, w.fp8_block_rows, s);
+    return true;
+  }
+};
+
+MatmulContext::MatmulContext(const DeviceInfo& dev, Fp8Mode fp8) : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.dev = dev;
+  m.mode = fp8 == Fp8Mode::kWeightOnly ? Fp8Mode::kWeightOnly
+                                       : (dev.use_fp8() ? Fp8Mode::kNative : Fp8Mode::kWeightOnly);
+  DUET_CUDA_CHECK(cudaSetDevice(dev.ordinal));
+  DUET_CUBLAS_CHECK(cublasCreate(&m.blas));
+  DUET_CUBLAS_CHECK(cublasLtCreate(&m.lt));
+  m.blas_ws.resize(kBlasWorkspaceBytes);
+  // Our own workspace, so that cuBLAS never allocates while a graph is being captured.
+  DUET_CUBLAS_CHECK(cublasSetWorkspace(m.blas, m.blas_ws.data(), kBlasWorkspaceBytes));
+  if (m.mode == Fp8Mode::kNative) m.lt_ws.resize(kLtWorkspaceBytes);
+  m.scalars.resize(4 * sizeof(float));
+  const float init[4] = {0.f, 1.f, 1.f, 0.f};
+  DUET_CUDA_CHECK(cudaMemcpy(m.scalars.data(), init, sizeof(init), cudaMemcpyHostToDevice));
+}
+
+MatmulContext::~MatmulContext() = default;
+
+void MatmulContext::reserve(int max_tokens, int64_t max_cols, int64_t max_rows) {
+  Impl& m = *impl_;
+  DUET_CHECK(max_tokens >= 1 && max_cols >= 1 && max_rows >= 1);
+  m.max_tokens = std::max(m.max_tokens, max_tokens);
+  m.max_cols = std::max(m.max_cols, max_cols);
+  m.max_rows = std::max(m.max_rows, max_rows);
+  const int64_t kq = round_up(m.max_cols, 32), kp = round_up(m.max_cols, 16);
+  const int nd = kernels::kDecodeMaxTokens;
+  m.xq.reserve(static_cast<size_t>(nd * kq));
+  m.xm.reserve(static_cast<size_t>(nd * (kq / 32)) * sizeof(float4));
+  m.xs.reserve(static_cast<size_t>(nd * kp) * sizeof(float));
+  if (m.max_tokens > nd) {
+    m.xh.reserve(static_cast<size_t>(m.max_tokens) * kp * 2);
+    const int64_t want = std::min<int64_t>(m.max_rows, std::max<int64_t>(64, kDequantCapElems / kp)) * kp;
+    if (want > m.wdeq_elems) {
+      m.wdeq.reserve(static_cast<size_t>(want) * 2);
+      m.wdeq_elems = want;
+    }
+  }
+}
+
+void MatmulContext::matmul(const DeviceMatrix& w, const float* x, int64_t ldx, int n_tokens, float* y, int64_t ldy,
+                           cudaStream_t stream) {
+  Impl& m = *impl_;
+  DUET_CHECK_MSG(n_tokens >= 1 && n_tokens <= m.max_tokens && w.n_cols <= m.max_cols,
+                 "matmul: %d tokens x %lld columns beyond reserve(%d, %lld)", n_tokens, (long long)w.n_cols,
+                 m.max_tokens, (long long)m.max_cols);
+  const int64_t k = w.n_cols;
+  if (n_tokens <= kernels::kDecodeMaxTokens) {
+    if (kernels::is_block_quant(w.dtype)) {
+      kernels::launch_quantize_act_q8(x, ldx, n_tokens, k, m.xq.as<int8_t>(), m.xm.as<float4>(), stream);
+      kernels::launch_matvec_q8(w, m.xq.as<int8_t>(), m.xm.as<float4>(), n_tokens, y, ldy, stream);
+    } else {
+      const int64_t kp = round_up(k, 16);
+      kernels::launch_stage_act_f32(x, ldx, n_tokens, k, m.xs.as<float>(), kp, stream);
+      kernels::launch_matvec_float(w, m.xs.as<float>(), kp, n_tokens, y, ldy, stream);
+    }
+    return;
+  }
+  const bool native = m.dev.path == KernelPath::kNative;
+  switch (w.dtype) {
+    case DType::kF32:
+      m.gemm(w.data, CUDA_R_32F, static_cast<int64_t>(w.row_bytes / 4), x, ldx, w.n_rows, n_tokens, k, y, ldy,
+             native ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, stream);
+      return;
+    case DType::kF16:
+    case DType::kBF16: {
+      const bool bf16 = w.dtype == DType::kBF16;
+      DUET_CHECK_MSG(!bf16 || m.dev.use_bf16(), "matmul: BF16 weights on a path without BF16 (upload converts them)");
+      const int64_t ldh = round_up(k, 16);
+      kernels::launch_convert_act(x, ldx, n_tokens, k, m.xh.data(), ldh, bf16, stream);
+      m.gemm(w.data, bf16 ? CUDA_R_16BF : CUDA_R_16F, static_cast<int64_t>(w.row_bytes / 2), m.xh.data(), ldh,
+             w.n_rows, n_tokens, k, y, ldy, CUBLAS_COMPUTE_32F, stream);
+      return;
+    }
+    case DType::kF8_E4M3:
+      if (m.mode == Fp8Mode::kNative && m.dev.use_fp8() && fp8_row_scales_only(w) &&
+          m.fp8_native(w, x, ldx, n_tokens, y, ldy, stream))
+        return;
+      m.dequant_gemm(w, x, ldx, n_tokens, y, ldy, stream);
+      return;
+    default:
+      m.dequant_gemm(w, x, ldx, n_tokens, y, ldy, stream);
+      return;
+  }
+}
+
+void MatmulContext::get_rows(const DeviceMatrix& w, const int32_t* rows, int n, float scale, float* out,
+                             cudaStream_t stream) {
+  kernels::launch_get_rows(w, rows, n, scale, out, stream);
+}
+
+const DeviceInfo& MatmulContext::device() const { return impl_->dev; }
+Fp8Mode MatmulContext::fp8_mode() const { return impl_->mode; }
+
+}  // namespace duet::cuda

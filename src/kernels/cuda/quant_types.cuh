@@ -1,0 +1,325 @@
+// Per-DType decoding of weight storage on the GPU, shared by the decode kernels (quant_matvec.cu),
+// the dequantize-to-F16 kernels of the prompt path and get_rows (dequant.cu). Owns the device
+// layout of every weight type (what upload_matrix writes); owns no kernels. Header-only,
+// device code only (included by .cu files of kernels/cuda).
+//
+// Device layouts (rows of the file's blocks, except "split" types):
+//   - Q4_1, Q5_1, Q2_K, Q4_K, Q5_K: the file's blocks unchanged (their block starts are 4- or
+//     16-byte aligned, so the kernels load whole words).
+//   - Split types Q4_0, Q5_0, Q8_0, Q3_K, Q6_K (2-byte-aligned blocks in the file): each block's
+//     F16 scale d is moved out. Region A holds, row after row, every block without its d
+//     (kABytes each: 16, 20, 32, 108, 208, all multiples of 4; 16 for Q4_0/Q8_0/Q6_K), region D
+//     (right after A) holds the d's in the same order. Same total bytes as the file.
+//   - F32, F16, BF16, FP8 E4M3: rows padded with zeros to a multiple of 16 bytes (row_bytes says
+//     so), so every row starts 16-byte aligned.
+//
+// Every quantized type is read in chunks of 32 consecutive weights of one row, decoded into int8
+// quants and one affine map per half chunk: w[e] = d[e/16] * q[e] + m[e/16]. Those are exactly the
+// float operations of tensor/quantize.cpp's dequantize_row (same products, same order), so
+// get_rows is bit-exact, and a dot product with int8 activations needs only dp4a.
+#pragma once
+
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "tensor/dtype.h"
+
+namespace duet::cuda::quant {
+
+struct Chunk {
+  int q[8];    // byte e % 4 of q[e / 4] is the signed int8 quant of element e of the chunk
+  float d[2];  // scale of elements 0..15 and 16..31
+  float m[2];  // offset of elements 0..15 and 16..31 (0 for symmetric types)
+};
+
+// Where a matrix's bytes are (DeviceMatrix reduced to what the decoders need).
+struct QView {
+  const uint8_t* data;
+  int64_t n_rows;
+  int64_t blocks_per_row;
+  size_t row_bytes;
+};
+
+__device__ __forceinline__ float h2f(uint32_t bits16) { return __half2float(__ushort_as_half(static_cast<unsigned short>(bits16))); }
+__device__ __forceinline__ uint32_t ld32(const uint8_t* p) { return __ldg(reinterpret_cast<const unsigned int*>(p)); }
+__device__ __forceinline__ uint32_t ld16(const uint8_t* p) { return __ldg(reinterpret_cast<const unsigned short*>(p)); }
+__device__ __forceinline__ uint4 ld128(const uint8_t* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
+
+// Per-byte x - b for bytes x in [0, 127] and b <= 128, without borrows between bytes.
+__device__ __forceinline__ int sub_bias(uint32_t x, uint32_t b) {
+  return static_cast<int>(((x | 0x80808080u) - b * 0x01010101u) ^ 0x80808080u);
+}
+// Bits 0..3 of n to bit 0 of bytes 0..3 (the shifted copies of n never overlap, so no carries).
+__device__ __forceinline__ uint32_t spread4(uint32_t n) { return (n * 0x00204081u) & 0x01010101u; }
+// Byte k (run-time, < 12) of three words, without indexing a register array.
+__device__ __forceinline__ uint32_t byte_of3(uint32_t w0, uint32_t w1, uint32_t w2, int k) {
+  const uint32_t w = k < 4 ? w0 : (k < 8 ? w1 : w2);
+  return (w >> (8 * (k & 3))) & 0xff;
+}
+__device__ __forceinline__ void words(const uint4& v, int* q) {
+  q[0] = static_cast<int>(v.x);
+  q[1] = static_cast<int>(v.y);
+  q[2] = static_cast<int>(v.z);
+  q[3] = static_cast<int>(v.w);
+}
+
+template <DType T>
+struct QT;
+
+template <>
+struct QT<DType::kQ4_0> {
+  static constexpr int kBlock = 32, kBytes = 18, kChunks = 1;
+  static constexpr bool kSplit = true;
+  static constexpr int kABytes = 16, kDOffset = 0;
+  __device__ static void decode(const uint8_t* a, float d, int /*c*/, Chunk& ch) {
+    const uint4 v = ld128(a);
+    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      ch.q[i] = sub_bias(w[i] & 0x0f0f0f0fu, 8);
+      ch.q[4 + i] = sub_bias((w[i] >> 4) & 0x0f0f0f0fu, 8);
+    }
+    ch.d[0] = ch.d[1] = d;
+    ch.m[0] = ch.m[1] = 0.f;
+  }
+};
+
+template <>
+struct QT<DType::kQ4_1> {
+  static constexpr int kBlock = 32, kBytes = 20, kChunks = 1;
+  static constexpr bool kSplit = false;
+  __device__ static void decode(const uint8_t* b, int /*c*/, Chunk& ch) {
+    const uint32_t dm = ld32(b);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t w = ld32(b + 4 + 4 * i);
+      ch.q[i] = static_cast<int>(w & 0x0f0f0f0fu);
+      ch.q[4 + i] = static_cast<int>((w >> 4) & 0x0f0f0f0fu);
+    }
+    ch.d[0] = ch.d[1] = h2f(dm & 0xffff);
+    ch.m[0] = ch.m[1] = h2f(dm >> 16);
+  }
+};
+
+// Q5_0 / Q5_1: element j < 16 is the low nibble of qs[j], element j + 16 its high nibble; bit j
+// of qh is the fifth bit of element j.
+__device__ __forceinline__ void q5_quants(const uint8_t* qh_p, const uint8_t* qs_p, int bias, Chunk& ch) {
+  const uint32_t qh = ld32(qh_p);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t w = ld32(qs_p + 4 * i);
+    const uint32_t lo = (w & 0x0f0f0f0fu) | (spread4((qh >> (4 * i)) & 0xf) << 4);
+    const uint32_t hi = ((w >> 4) & 0x0f0f0f0fu) | (spread4((qh >> (16 + 4 * i)) & 0xf) << 4);
+    ch.q[i] = bias ? sub_bias(lo, bias) : static_cast<int>(lo);
+    ch.q[4 + i] = bias ? sub_bias(hi, bias) : static_cast<int>(hi);
+  }
+}
+
+template <>
+struct QT<DType::kQ5_0> {
+  static constexpr int kBlock = 32, kBytes = 22, kChunks = 1;
+  static constexpr bool kSplit = true;
+  static constexpr int kABytes = 20, kDOffset = 0;  // A: qh[4], qs[16]
+  __device__ static void decode(const uint8_t* a, float d, int /*c*/, Chunk& ch) {
+    q5_quants(a, a + 4, 16, ch);
+    ch.d[0] = ch.d[1] = d;
+    ch.m[0] = ch.m[1] = 0.f;
+  }
+};
+
+template <>
+struct QT<DType::kQ5_1> {
+  static constexpr int kBlock = 32, kBytes = 24, kChunks = 1;
+  static constexpr bool kSplit = false;
+  __device__ static void decode(const uint8_t* b, int /*c*/, Chunk& ch) {
+    const uint32_t dm = ld32(b);
+    q5_quants(b + 4, b + 8, 0, ch);
+    ch.d[0] = ch.d[1] = h2f(dm & 0xffff);
+    ch.m[0] = ch.m[1] = h2f(dm >> 16);
+  }
+};
+
+template <>
+struct QT<DType::kQ8_0> {
+  static constexpr int kBlock = 32, kBytes = 34, kChunks = 1;
+  static constexpr bool kSplit = true;
+  static constexpr int kABytes = 32, kDOffset = 0;  // A: qs[32]
+  __device__ static void decode(const uint8_t* a, float d, int /*c*/, Chunk& ch) {
+    words(ld128(a), ch.q);
+    words(ld128(a + 16), ch.q + 4);
+    ch.d[0] = ch.d[1] = d;
+    ch.m[0] = ch.m[1] = 0.f;
+  }
+};
+
+// K-quants: chunk c is elements 32c..32c+31 of a 256-element super-block.
+template <>
+struct QT<DType::kQ2_K> {
+  static constexpr int kBlock = 256, kBytes = 84, kChunks = 8;
+  static constexpr bool kSplit = false;
+  // scales[16] at 0, qs[64] at 16, d at 80, dmin at 82.
+  __device__ static void decode(const uint8_t* b, int c, Chunk& ch) {
+    const uint8_t* qs = b + 16 + 32 * (c >> 2);
+    const int sh = 2 * (c & 3);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) ch.q[i] = static_cast<int>((ld32(qs + 4 * i) >> sh) & 0x03030303u);
+    const uint32_t sc = ld16(b + 2 * c);  // scales of sub-blocks 2c and 2c + 1
+    const uint32_t dd = ld32(b + 80);
+    const float d = h2f(dd & 0xffff), dmin = h2f(dd >> 16);
+    ch.d[0] = d * static_cast<float>(sc & 0xf);
+    ch.m[0] = -(dmin * static_cast<float>((sc >> 4) & 0xf));
+    ch.d[1] = d * static_cast<float>((sc >> 8) & 0xf);
+    ch.m[1] = -(dmin * static_cast<float>((sc >> 12) & 0xf));
+  }
+};
+
+template <>
+struct QT<DType::kQ3_K> {
+  static constexpr int kBlock = 256, kBytes = 110, kChunks = 8;
+  static constexpr bool kSplit = true;
+  static constexpr int kABytes = 108, kDOffset = 108;  // A: hmask[32], qs[64], scales[12]
+  __device__ static int scale(uint32_t s0, uint32_t s1, uint32_t s2, int j) {
+    const int lo = j < 8 ? static_cast<int>(byte_of3(s0, s1, s2, j) & 0xf) : static_cast<int>(byte_of3(s0, s1, s2, j - 8) >> 4);
+    const int hi = static_cast<int>((byte_of3(s0, s1, s2, 8 + (j & 3)) >> (2 * (j >> 2))) & 3);
+    return (lo | (hi << 4)) - 32;
+  }
+  __device__ static void decode(const uint8_t* a, float d, int c, Chunk& ch) {
+    const uint8_t* qs = a + 32 + 32 * (c >> 2);
+    const int sh = 2 * (c & 3);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const uint32_t lo = (ld32(qs + 4 * i) >> sh) & 0x03030303u;
+      const uint32_t hb = ((ld32(a + 4 * i) >> c) & 0x01010101u) << 2;
+      ch.q[i] = sub_bias(lo | hb, 4);  // lo - (h ? 0 : 4)
+    }
+    const uint32_t s0 = ld32(a + 96), s1 = ld32(a + 100), s2 = ld32(a + 104);
+    ch.d[0] = d * static_cast<float>(scale(s0, s1, s2, 2 * c));
+    ch.d[1] = d * static_cast<float>(scale(s0, s1, s2, 2 * c + 1));
+    ch.m[0] = ch.m[1] = 0.f;
+  }
+};
+
+// 6-bit scale and min of sub-block j of a Q4_K/Q5_K block (scales bytes in three words).
+__device__ __forceinline__ void k_scale_min(uint32_t s0, uint32_t s1, uint32_t s2, int j, int& sc, int& m) {
+  if (j < 4) {
+    sc = static_cast<int>(byte_of3(s0, s1, s2, j) & 0x3f);
+    m = static_cast<int>(byte_of3(s0, s1, s2, j + 4) & 0x3f);
+  } else {
+    sc = static_cast<int>((byte_of3(s0, s1, s2, j + 4) & 0x0f) | ((byte_of3(s0, s1, s2, j - 4) >> 2) & 0x30));
+    m = static_cast<int>((byte_of3(s0, s1, s2, j + 4) >> 4) | ((byte_of3(s0, s1, s2, j) >> 2) & 0x30));
+  }
+}
+
+template <>
+struct QT<DType::kQ4_K> {
+  static constexpr int kBlock = 256, kBytes = 144, kChunks = 8;
+  static constexpr bool kSplit = false;
+  // d, dmin, scales[12] in the first 16 bytes; qs[128] at 16.
+  __device__ static void decode(const uint8_t* b, int c, Chunk& ch) {
+    const uint4 hdr = ld128(b);
+    const uint8_t* qs = b + 16 + 32 * (c >> 1);
+    const uint4 v0 = ld128(qs), v1 = ld128(qs + 16);
+    const uint32_t w[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
+    const int sh = 4 * (c & 1);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) ch.q[i] = static_cast<int>((w[i] >> sh) & 0x0f0f0f0fu);
+    int sc, m;
+    k_scale_min(hdr.y, hdr.z, hdr.w, c, sc, m);
+    const float ds = h2f(hdr.x & 0xffff) * static_cast<float>(sc);
+    const float dm = h2f(hdr.x >> 16) * static_cast<float>(m);
+    ch.d[0] = ch.d[1] = ds;
+    ch.m[0] = ch.m[1] = -dm;
+  }
+};
+
+template <>
+struct QT<DType::kQ5_K> {
+  static constexpr int kBlock = 256, kBytes = 176, kChunks = 8;
+  static constexpr bool kSplit = false;
+  // d, dmin, scales[12] in the first 16 bytes; qh[32] at 16; qs[128] at 48.
+  __device__ static void decode(const uint8_t* b, int c, Chunk& ch) {
+    const uint4 hdr = ld128(b);
+    const uint8_t* qs = b + 48 + 32 * (c >> 1);
+    const uint4 v0 = ld128(qs), v1 = ld128(qs + 16);
+    const uint4 h0 = ld128(b + 16), h1 = ld128(b + 32);
+    const uint32_t w[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
+    const uint32_t h[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
+    const int sh = 4 * (c & 1);
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+      ch.q[i] = static_cast<int>(((w[i] >> sh) & 0x0f0f0f0fu) | (((h[i] >> c) & 0x01010101u) << 4));
+    int sc, m;
+    k_scale_min(hdr.y, hdr.z, hdr.w, c, sc, m);
+    const float ds = h2f(hdr.x & 0xffff) * static_cast<float>(sc);
+    const float dm = h2f(hdr.x >> 16) * static_cast<float>(m);
+    ch.d[0] = ch.d[1] = ds;
+    ch.m[0] = ch.m[1] = -dm;
+  }
+};
+
+template <>
+struct QT<DType::kQ6_K> {
+  static constexpr int kBlock = 256, kBytes = 210, kChunks = 8;
+  static constexpr bool kSplit = true;
+  static constexpr int kABytes = 208, kDOffset = 208;  // A: ql[128], qh[64], scales[16]
+  __device__ static void decode(const uint8_t* a, float d, int c, Chunk& ch) {
+    const int h = c >> 2, cc = c & 3;
+    const uint8_t* ql = a + 64 * h + 32 * (cc & 1);
+    const uint8_t* qh = a + 128 + 32 * h;
+    const uint4 l0 = ld128(ql), l1 = ld128(ql + 16);
+    const uint4 h0 = ld128(qh), h1 = ld128(qh + 16);
+    const uint32_t lw[8] = {l0.x, l0.y, l0.z, l0.w, l1.x, l1.y, l1.z, l1.w};
+    const uint32_t hw[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
+    const int sl = 4 * (cc >> 1), shh = 2 * cc;
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+      ch.q[i] = sub_bias(((lw[i] >> sl) & 0x0f0f0f0fu) | (((hw[i] >> shh) & 0x03030303u) << 4), 32);
+    const uint32_t sc = ld16(a + 192 + 2 * c);
+    ch.d[0] = d * static_cast<float>(static_cast<int8_t>(sc & 0xff));
+    ch.d[1] = d * static_cast<float>(static_cast<int8_t>(sc >> 8));
+    ch.m[0] = ch.m[1] = 0.f;
+  }
+};
+
+// Decodes chunk `chunk` (0 <= chunk < blocks_per_row * kChunks) of row `row`.
+template <DType T>
+__device__ __forceinline__ void load_chunk(const QView& v, int64_t row, int64_t chunk, Chunk& ch) {
+  using Q = QT<T>;
+  const int64_t b = chunk / Q::kChunks;
+  const int c = static_cast<int>(chunk % Q::kChunks);
+  if constexpr (Q::kSplit) {
+    const int64_t idx = row * v.blocks_per_row + b;
+    const uint8_t* a = v.data + idx * Q::kABytes;
+    const uint8_t* dp = v.data + v.n_rows * v.blocks_per_row * Q::kABytes + idx * 2;
+    Q::decode(a, h2f(ld16(dp)), c, ch);
+  } else {
+    Q::decode(v.data + row * static_cast<int64_t>(v.row_bytes) + b * Q::kBytes, c, ch);
+  }
+}
+
+// Element e of a decoded chunk as dequantize_row computes it (exact float operations).
+__device__ __forceinline__ float chunk_value(const Chunk& ch, int e) {
+  const int8_t q = static_cast<int8_t>((ch.q[e >> 2] >> (8 * (e & 3))) & 0xff);
+  const int h = e >> 4;
+  const float v = __fmul_rn(ch.d[h], static_cast<float>(q));
+  return ch.m[h] != 0.f ? __fadd_rn(v, ch.m[h]) : v;
+}
+
+// FP8 E4M3 bytes -> halves holding value / 256, exactly, without FP8 instructions (any sm):
+// sign to bit 15, exponent and mantissa shifted into F16's fields; F16's exponent bias is 8
+// larger than E4M3's, so the half is the value times 2^-8 (normals and subnormals alike). The
+// E4M3 NaN encodings (never in weights) decode to finite numbers.
+__device__ __forceinline__ void fp8x4_to_float(uint32_t w, float* out) {
+  const uint32_t even = ((w & 0x007f007fu) << 7) | ((w & 0x00800080u) << 8);
+  const uint32_t odd = (((w >> 8) & 0x007f007fu) << 7) | (((w >> 8) & 0x00800080u) << 8);
+  const float2 e = __half22float2(*reinterpret_cast<const __half2*>(&even));
+  const float2 o = __half22float2(*reinterpret_cast<const __half2*>(&odd));
+  out[0] = e.x;
+  out[1] = o.x;
+  out[2] = e.y;
+  out[3] = o.y;
+}
+constexpr float kFp8Unscale = 256.f;  // multiply fp8x4_to_float's outputs by this
+
+}  // namespace duet::cuda::quant
