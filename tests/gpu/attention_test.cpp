@@ -1,0 +1,430 @@
+// GPU paged attention (kernels/cuda/attention.h) against two references: a double-precision
+// attention over the same cache contents (the tight bound), and the CPU kernel attention_paged
+// (kernels/cpu/attention.h; it rounds q and the softmax weights to F16 for F16 caches, as
+// llama.cpp does, hence a looser bound). Cases: several sequences of 1..3000 keys, kv_block_size
+// 16 / 256 / 7 with shuffled non-contiguous block ids, GQA groups 1/2/4/7/8, head_dim 64/128/256,
+// sliding windows shorter than the context, prefill-only, decode-only and mixed batches, F16 and
+// F32 caches; unwritten cache slots hold NaN so a read of one shows. Then a benchmark printout
+// (not pass/fail): decode K/V bandwidth and prompt TFLOP/s. Needs a CUDA device.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/attention.h"
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/ops.h"
+#include "runtime/cuda_check.h"
+#include "runtime/device.h"
+#include "tensor/half.h"
+
+namespace duet::cuda {
+namespace {
+
+template <typename T>
+struct Dev {
+  T* p = nullptr;
+  size_t n = 0;
+  explicit Dev(size_t count) : n(count) { DUET_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(count, 1) * sizeof(T))); }
+  explicit Dev(const std::vector<T>& h) : Dev(h.size()) {
+    DUET_CUDA_CHECK(cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  ~Dev() { cudaFree(p); }
+  Dev(const Dev&) = delete;
+  Dev& operator=(const Dev&) = delete;
+  std::vector<T> get() const {
+    std::vector<T> h(n);
+    DUET_CUDA_CHECK(cudaDeviceSynchronize());
+    DUET_CUDA_CHECK(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return h;
+  }
+};
+
+struct Seq {
+  int n_ctx;  // keys already in the cache
+  int n_new;  // tokens of this batch (positions n_ctx .. n_ctx + n_new - 1)
+};
+
+struct Case {
+  const char* name;
+  int n_heads, n_kv_heads, head_dim, block_size;
+  DType dtype;
+  int window;
+  std::vector<Seq> seqs;
+};
+
+// Everything a launch needs, host and device.
+struct Problem {
+  Case c;
+  int n_tokens = 0, max_blocks = 0, max_seq_tokens = 0, max_kv_len = 0, n_blocks = 0;
+  std::vector<int32_t> positions, seq_ids, tables, tok_begin, tok_n;
+  std::vector<uint8_t> kcache, vcache;
+  std::vector<float> q;
+};
+
+Problem make_problem(const Case& c, uint32_t seed) {
+  Problem p;
+  p.c = c;
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const int bs = c.block_size;
+  for (const Seq& s : c.seqs) {
+    const int len = s.n_ctx + s.n_new;
+    p.max_blocks = std::max(p.max_blocks, (len + bs - 1) / bs);
+    p.max_seq_tokens = std::max(p.max_seq_tokens, s.n_new);
+    p.max_kv_len = std::max(p.max_kv_len, len);
+  }
+  int total_blocks = 0;
+  for (const Seq& s : c.seqs) total_blocks += (s.n_ctx + s.n_new + bs - 1) / bs;
+  p.n_blocks = total_blocks + 5;  // a few never used
+  std::vector<int32_t> ids(p.n_blocks);
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), rng);
+  const int ns = static_cast<int>(c.seqs.size());
+  p.tables.assign(static_cast<size_t>(ns) * p.max_blocks, -1);
+  int next = 0;
+  for (int s = 0; s < ns; ++s) {
+    const int nb = (c.seqs[s].n_ctx + c.seqs[s].n_new + bs - 1) / bs;
+    for (int j = 0; j < nb; ++j) p.tables[s * p.max_blocks + j] = ids[next++];
+  }
+  const size_t eb = c.dtype == DType::kF16 ? 2 : 4;
+  const size_t elems = static_cast<size_t>(p.n_blocks) * c.n_kv_heads * bs * c.head_dim;
+  p.kcache.assign(elems * eb, 0xff);  // NaN in F16 and F32
+  p.vcache.assign(elems * eb, 0xff);
+  PagedKvLayer layer{c.dtype, p.kcache.data(), p.vcache.data(), bs, c.n_kv_heads, c.head_dim};
+  const int kvd = c.n_kv_heads * c.head_dim;
+  std::vector<float> k(kvd), v(kvd);
+  for (int s = 0; s < ns; ++s) {
+    p.tok_begin.push_back(p.n_tokens);
+    p.tok_n.push_back(c.seqs[s].n_new);
+    for (int pos = 0; pos < c.seqs[s].n_ctx + c.seqs[s].n_new; ++pos) {
+      for (auto& x : k) x = nd(rng);
+      for (auto& x : v) x = nd(rng);
+      kv_write(layer, &p.tables[s * p.max_blocks], pos, k.data(), v.data());
+      if (pos >= c.seqs[s].n_ctx) {
+        p.positions.push_back(pos);
+        p.seq_ids.push_back(s);
+        ++p.n_tokens;
+      }
+    }
+  }
+  // Queries with std 2: scores of std ~2 after the 1/sqrt(d) scale, a softmax neither flat nor one-hot.
+  p.q.resize(static_cast<size_t>(p.n_tokens) * c.n_heads * c.head_dim);
+  for (auto& x : p.q) x = 2.0f * nd(rng);
+  return p;
+}
+
+float cache_at(const Problem& p, const std::vector<uint8_t>& cache, int seq, int pos, int kvh, int d) {
+  const int bs = p.c.block_size;
+  const int32_t blk = p.tables[seq * p.max_blocks + pos / bs];
+  const size_t off = ((static_cast<size_t>(blk) * p.c.n_kv_heads + kvh) * bs + pos % bs) * p.c.head_dim + d;
+  if (p.c.dtype == DType::kF16) {
+    uint16_t h;
+    std::memcpy(&h, cache.data() + off * 2, 2);
+    return f16_to_f32(h);
+  }
+  float f;
+  std::memcpy(&f, cache.data() + off * 4, 4);
+  return f;
+}
+
+// Double-precision attention over the cache's (already rounded) K/V and the float q. K/V are
+// first gathered into dense [seq][pos][kv_head][d] arrays so the loops stay cheap.
+std::vector<float> reference_double(const Problem& p, float scale) {
+  const Case& c = p.c;
+  const int hd = c.head_dim, group = c.n_heads / c.n_kv_heads, kvd = c.n_kv_heads * hd;
+  std::vector<std::vector<double>> kd(c.seqs.size()), vd(c.seqs.size());
+  for (size_t s = 0; s < c.seqs.size(); ++s) {
+    const int len = c.seqs[s].n_ctx + c.seqs[s].n_new;
+    kd[s].resize(static_cast<size_t>(len) * kvd);
+    vd[s].resize(static_cast<size_t>(len) * kvd);
+    for (int pos = 0; pos < len; ++pos)
+      for (int h = 0; h < c.n_kv_heads; ++h)
+        for (int d = 0; d < hd; ++d) {
+          kd[s][static_cast<size_t>(pos) * kvd + h * hd + d] = cache_at(p, p.kcache, static_cast<int>(s), pos, h, d);
+          vd[s][static_cast<size_t>(pos) * kvd + h * hd + d] = cache_at(p, p.vcache, static_cast<int>(s), pos, h, d);
+        }
+  }
+  std::vector<float> out(p.q.size());
+  std::vector<double> sc, o(hd);
+  for (int t = 0; t < p.n_tokens; ++t) {
+    const int pos = p.positions[t], seq = p.seq_ids[t];
+    const int kb = c.window > 0 ? std::max(0, pos - c.window + 1) : 0;
+    for (int h = 0; h < c.n_heads; ++h) {
+      const int kvh = h / group;
+      const float* q = &p.q[(static_cast<size_t>(t) * c.n_heads + h) * hd];
+      sc.assign(pos + 1 - kb, 0.0);
+      double mx = -INFINITY;
+      for (int j = kb; j <= pos; ++j) {
+        const double* k = &kd[seq][static_cast<size_t>(j) * kvd + kvh * hd];
+        double s = 0;
+        for (int d = 0; d < hd; ++d) s += static_cast<double>(q[d]) * k[d];
+        sc[j - kb] = s * scale;
+        mx = std::max(mx, sc[j - kb]);
+      }
+      double sum = 0;
+      for (double& s : sc) sum += s = std::exp(s - mx);
+      std::fill(o.begin(), o.end(), 0.0);
+      for (int j = kb; j <= pos; ++j) {
+        const double* v = &vd[seq][static_cast<size_t>(j) * kvd + kvh * hd];
+        for (int d = 0; d < hd; ++d) o[d] += sc[j - kb] * v[d];
+      }
+      for (int d = 0; d < hd; ++d) out[(static_cast<size_t>(t) * c.n_heads + h) * hd + d] = static_cast<float>(o[d] / sum);
+    }
+  }
+  return out;
+}
+
+std::vector<float> reference_cpu(const Problem& p, float scale) {
+  const Case& c = p.c;
+  const int hd = c.head_dim, group = c.n_heads / c.n_kv_heads;
+  PagedKvLayer layer{c.dtype, const_cast<uint8_t*>(p.kcache.data()), const_cast<uint8_t*>(p.vcache.data()), c.block_size,
+                     c.n_kv_heads, hd};
+  std::vector<float> out(p.q.size());
+  std::vector<float> scratch(attention_scratch_floats(hd, group, p.max_kv_len));
+  for (int t = 0; t < p.n_tokens; ++t) {
+    const int pos = p.positions[t], seq = p.seq_ids[t];
+    const int kb = c.window > 0 ? std::max(0, pos - c.window + 1) : 0;
+    const AttnOrder order = p.tok_n[seq] > 1 ? AttnOrder::kBatch : AttnOrder::kSingle;
+    for (int kvh = 0; kvh < c.n_kv_heads; ++kvh) {
+      const size_t o = (static_cast<size_t>(t) * c.n_heads + kvh * group) * hd;
+      attention_paged(layer, &p.tables[seq * p.max_blocks], kvh, kb, pos + 1, &p.q[o], group, scale, order, &out[o],
+                      scratch.data());
+    }
+  }
+  return out;
+}
+
+// Device copies of a problem and one launch; returns the output rows (ldo = n_heads * head_dim).
+struct DeviceProblem {
+  Dev<uint8_t> k, v;
+  Dev<float> q, out;
+  Dev<int32_t> pos, seq, tab, tb, tn;
+  Dev<uint8_t> scratch;
+  PagedKvCache kv;
+  AttentionBatch batch;
+  int qd;
+  explicit DeviceProblem(const Problem& p)
+      : k(p.kcache), v(p.vcache), q(p.q), out(p.q.size()), pos(p.positions), seq(p.seq_ids), tab(p.tables),
+        tb(p.tok_begin), tn(p.tok_n),
+        scratch(std::max<size_t>(1, attention_scratch_bytes(p.n_tokens, p.c.n_heads, p.c.head_dim, p.max_kv_len))) {
+    kv = PagedKvCache{p.c.dtype, k.p, v.p, p.c.block_size, p.c.n_kv_heads, p.c.head_dim};
+    batch.n_tokens = p.n_tokens;
+    batch.n_seqs = static_cast<int>(p.c.seqs.size());
+    batch.positions = pos.p;
+    batch.seq_ids = seq.p;
+    batch.block_tables = tab.p;
+    batch.max_blocks = p.max_blocks;
+    batch.max_seq_tokens = p.max_seq_tokens;
+    batch.max_kv_len = p.max_kv_len;
+    batch.seq_token_begin = tb.p;
+    batch.seq_n_tokens = tn.p;
+    batch.scratch = scratch.p;
+    batch.scratch_bytes = scratch.n;
+    qd = p.c.n_heads * p.c.head_dim;
+    DUET_CUDA_CHECK(cudaMemset(out.p, 0xff, out.n * sizeof(float)));  // NaN: an unwritten row shows
+  }
+  void launch(const Problem& p, float scale, cudaStream_t stream = nullptr) {
+    launch_attention(kv, batch, q.p, qd, p.c.n_heads, scale, p.c.window, out.p, qd, stream);
+  }
+};
+
+class GpuAttention : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_GT(device_count(), 0) << "no CUDA device"; }
+};
+
+// Bounds. GPU vs double: FP32 dot products over <= 256 terms of size ~2 (q) x ~1 (k) and
+// online-softmax sums over <= 3000 keys: score errors ~1e-5, weights relative ~1e-5, outputs
+// (convex combinations of N(0,1) values, |v| <= ~5) within ~5e-5: bound 2e-4. GPU vs CPU: the
+// CPU rounds q and the weights to F16 for F16 caches (relative 2^-11 each: up to ~2.5e-3 on an
+// output of |v| <= 5 from the weights, as much again from q): bound 1e-2 for F16, 2e-4 for F32.
+TEST_F(GpuAttention, ParityTable) {
+  const DType F16 = DType::kF16, F32 = DType::kF32;
+  const std::vector<Case> cases = {
+      {"decode 1..3000 keys, g7", 28, 4, 128, 16, F16, 0, {{0, 1}, {6, 1}, {99, 1}, {1023, 1}, {2999, 1}}},
+      {"prefill 300, g7", 28, 4, 128, 16, F16, 0, {{0, 300}}},
+      {"mixed, g7", 28, 4, 128, 16, F16, 0, {{0, 200}, {500, 1}, {1000, 37}, {2999, 1}, {10, 1}, {0, 1}, {7, 2}}},
+      {"mixed bs256 d64 g4", 32, 8, 64, 256, F16, 0, {{0, 150}, {300, 1}, {2000, 65}, {1, 1}}},
+      {"mixed bs7 d256 g1", 8, 8, 256, 7, F16, 0, {{0, 100}, {40, 1}, {700, 20}, {2500, 1}}},
+      {"mixed bs7 d128 g8 F32", 32, 4, 128, 7, F32, 0, {{0, 70}, {1500, 1}, {300, 33}, {2999, 1}}},
+      {"window 512 d256 g2", 16, 8, 256, 16, F16, 512, {{0, 600}, {2000, 1}, {1500, 64}, {2999, 1}}},
+      {"window 512 decode d128 g7", 28, 4, 128, 16, F16, 512, {{2999, 1}, {600, 1}, {100, 1}, {511, 1}, {512, 1}}},
+      {"prefill 2 + chunk d64 F32", 16, 4, 64, 16, F32, 0, {{0, 2}, {1000, 70}}},
+      {"window 100 bs7 d64 g1 F32", 4, 4, 64, 7, F32, 100, {{0, 250}, {400, 1}, {37, 80}}},
+  };
+  int seed = 100;
+  std::printf("  %-30s %6s %6s  %-10s %-10s %-10s\n", "case", "tokens", "maxkv", "gpu-f64", "cpu-f64", "gpu-cpu");
+  for (const Case& c : cases) {
+    const Problem p = make_problem(c, seed++);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+    DeviceProblem dp(p);
+    dp.launch(p, scale);
+    const std::vector<float> got = dp.out.get();
+    const std::vector<float> refd = reference_double(p, scale), refc = reference_cpu(p, scale);
+    double e_gd = 0, e_cd = 0, e_gc = 0;
+    int64_t bad = 0;
+    const double bound_gc = c.dtype == F16 ? 1e-2 : 2e-4;
+    for (size_t i = 0; i < got.size(); ++i) {
+      const double gd = std::fabs(static_cast<double>(got[i]) - refd[i]);
+      const double cd = std::fabs(static_cast<double>(refc[i]) - refd[i]);
+      const double gc = std::fabs(static_cast<double>(got[i]) - refc[i]);
+      if (!(gd <= 2e-4) || !(gc <= bound_gc)) ++bad;  // NaN counts as bad
+      e_gd = std::max(e_gd, gd);
+      e_cd = std::max(e_cd, cd);
+      e_gc = std::max(e_gc, gc);
+    }
+    std::printf("  %-30s %6d %6d  %.3e  %.3e  %.3e  %s\n", c.name, p.n_tokens, p.max_kv_len, e_gd, e_cd, e_gc,
+                bad ? "FAIL" : "ok");
+    EXPECT_EQ(bad, 0) << c.name << ": max |gpu - f64| " << e_gd << ", max |gpu - cpu| " << e_gc;
+  }
+}
+
+// KV written by launch_kv_write then read by launch_attention in one stream, as the forward does
+// (F16 cache, a mixed batch): the result must equal attention over the CPU-written cache.
+TEST_F(GpuAttention, KvWriteThenAttend) {
+  const Case c{"kv_write + attention", 28, 4, 128, 16, DType::kF16, 0, {{0, 40}, {300, 1}, {90, 9}}};
+  Problem p = make_problem(c, 7);
+  const float scale = 1.0f / std::sqrt(128.0f);
+  DeviceProblem ref(p);
+  ref.launch(p, scale);
+  const std::vector<float> want = ref.out.get();
+  // Rebuild the batch tokens' K/V rows on the host from the cache (exact F16 values), wipe their
+  // slots on the device copy, and write them again through launch_kv_write.
+  const int kvd = c.n_kv_heads * c.head_dim;
+  std::vector<float> k(static_cast<size_t>(p.n_tokens) * kvd), v(k.size());
+  for (int t = 0; t < p.n_tokens; ++t)
+    for (int h = 0; h < c.n_kv_heads; ++h)
+      for (int d = 0; d < c.head_dim; ++d) {
+        k[t * kvd + h * c.head_dim + d] = cache_at(p, p.kcache, p.seq_ids[t], p.positions[t], h, d);
+        v[t * kvd + h * c.head_dim + d] = cache_at(p, p.vcache, p.seq_ids[t], p.positions[t], h, d);
+      }
+  Problem wiped = p;
+  for (int t = 0; t < p.n_tokens; ++t)
+    for (int h = 0; h < c.n_kv_heads; ++h) {
+      const int32_t blk = p.tables[p.seq_ids[t] * p.max_blocks + p.positions[t] / c.block_size];
+      const size_t off = ((static_cast<size_t>(blk) * c.n_kv_heads + h) * c.block_size + p.positions[t] % c.block_size) * c.head_dim;
+      std::memset(wiped.kcache.data() + off * 2, 0xff, c.head_dim * 2);
+      std::memset(wiped.vcache.data() + off * 2, 0xff, c.head_dim * 2);
+    }
+  DeviceProblem dp(wiped);
+  Dev<float> dk(k), dv(v);
+  launch_kv_write(dp.kv, dp.batch, dk.p, kvd, dv.p, kvd, nullptr);
+  dp.launch(wiped, scale);
+  const std::vector<float> got = dp.out.get();
+  EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * 4)) << "attention after kv_write differs";
+  std::printf("  kv_write then attention: %s\n", std::memcmp(got.data(), want.data(), got.size() * 4) ? "FAIL" : "bit-identical");
+}
+
+// Not pass/fail: decode K/V bandwidth and prompt throughput at Qwen2-7B-like shapes.
+double time_ms(DeviceProblem& dp, const Problem& p, float scale, int iters) {
+  cudaStream_t s;
+  DUET_CUDA_CHECK(cudaStreamCreate(&s));
+  for (int i = 0; i < 3; ++i) dp.launch(p, scale, s);
+  cudaEvent_t a, b;
+  DUET_CUDA_CHECK(cudaEventCreate(&a));
+  DUET_CUDA_CHECK(cudaEventCreate(&b));
+  DUET_CUDA_CHECK(cudaEventRecord(a, s));
+  for (int i = 0; i < iters; ++i) dp.launch(p, scale, s);
+  DUET_CUDA_CHECK(cudaEventRecord(b, s));
+  DUET_CUDA_CHECK(cudaEventSynchronize(b));
+  float ms = 0;
+  DUET_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+  DUET_CUDA_CHECK(cudaEventDestroy(a));
+  DUET_CUDA_CHECK(cudaEventDestroy(b));
+  DUET_CUDA_CHECK(cudaStreamDestroy(s));
+  return ms / iters;
+}
+
+// A problem for timing only: the cache is filled with small random F16 values directly (no
+// reference needed), block ids shuffled like the parity cases.
+Problem bench_problem(const Case& c) {
+  Problem p;
+  p.c = c;
+  const int bs = c.block_size;
+  for (const Seq& s : c.seqs) {
+    const int len = s.n_ctx + s.n_new;
+    p.max_blocks = std::max(p.max_blocks, (len + bs - 1) / bs);
+    p.max_seq_tokens = std::max(p.max_seq_tokens, s.n_new);
+    p.max_kv_len = std::max(p.max_kv_len, len);
+    p.n_blocks += (len + bs - 1) / bs;
+  }
+  std::mt19937 rng(5);
+  std::vector<int32_t> ids(p.n_blocks);
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), rng);
+  const int ns = static_cast<int>(c.seqs.size());
+  p.tables.assign(static_cast<size_t>(ns) * p.max_blocks, 0);
+  int next = 0;
+  for (int s = 0; s < ns; ++s) {
+    const int nb = (c.seqs[s].n_ctx + c.seqs[s].n_new + bs - 1) / bs;
+    for (int j = 0; j < nb; ++j) p.tables[s * p.max_blocks + j] = ids[next++];
+    p.tok_begin.push_back(p.n_tokens);
+    p.tok_n.push_back(c.seqs[s].n_new);
+    for (int i = 0; i < c.seqs[s].n_new; ++i) {
+      p.positions.push_back(c.seqs[s].n_ctx + i);
+      p.seq_ids.push_back(s);
+      ++p.n_tokens;
+    }
+  }
+  const size_t elems = static_cast<size_t>(p.n_blocks) * c.n_kv_heads * bs * c.head_dim;
+  p.kcache.resize(elems * 2);
+  p.vcache.resize(elems * 2);
+  uint32_t x = 12345;
+  for (size_t i = 0; i < elems; ++i) {
+    x = x * 1664525u + 1013904223u;
+    const uint16_t h = f32_to_f16(static_cast<float>(static_cast<int>(x >> 20) - 2048) / 2048.0f);
+    std::memcpy(&p.kcache[i * 2], &h, 2);
+    x = x * 1664525u + 1013904223u;
+    const uint16_t g = f32_to_f16(static_cast<float>(static_cast<int>(x >> 20) - 2048) / 2048.0f);
+    std::memcpy(&p.vcache[i * 2], &g, 2);
+  }
+  p.q.resize(static_cast<size_t>(p.n_tokens) * c.n_heads * c.head_dim);
+  for (size_t i = 0; i < p.q.size(); ++i) p.q[i] = static_cast<float>((i * 7919) % 1000) / 1000.0f - 0.5f;
+  return p;
+}
+
+TEST_F(GpuAttention, Benchmark) {
+  const double peak_gbs = 4300.0;
+  const float scale = 1.0f / std::sqrt(128.0f);
+  struct B {
+    const char* name;
+    Case c;
+  };
+  std::vector<Seq> s32(32, Seq{1023, 1});
+  const B decodes[] = {
+      {"decode 32 x 1024 keys", {"", 28, 4, 128, 16, DType::kF16, 0, s32}},
+      {"decode 1 x 32768 keys", {"", 28, 4, 128, 16, DType::kF16, 0, {{32767, 1}}}},
+      {"decode 1 x 32768 keys bs256", {"", 28, 4, 128, 256, DType::kF16, 0, {{32767, 1}}}},
+  };
+  for (const B& b : decodes) {
+    const Problem p = bench_problem(b.c);
+    DeviceProblem dp(p);
+    const double ms = time_ms(dp, p, scale, 50);
+    double bytes = 0;
+    for (const Seq& s : b.c.seqs) bytes += 2.0 * (s.n_ctx + s.n_new) * b.c.n_kv_heads * b.c.head_dim * 2;  // K and V, F16
+    const double gbs = bytes / (ms * 1e-3) / 1e9;
+    std::printf("  bench %-30s head_dim 128, 28 q / 4 kv heads: %8.1f us, K/V %7.1f GB/s = %4.1f%% of %.0f GB/s\n", b.name,
+                ms * 1e3, gbs, 100.0 * gbs / peak_gbs, peak_gbs);
+  }
+  for (int d : {128, 64}) {
+    const Case c{"", 28, 4, d, 16, DType::kF16, 0, {{0, 2048}}};
+    const Problem p = bench_problem(c);
+    DeviceProblem dp(p);
+    const double ms = time_ms(dp, p, 1.0f / std::sqrt(static_cast<float>(d)), 10);
+    double flops = 0;
+    for (int t = 0; t < 2048; ++t) flops += 4.0 * (t + 1) * c.n_heads * d;  // QK^T and PV, causal
+    std::printf("  bench prompt 2048 tokens, head_dim %d, 28 q / 4 kv heads: %8.1f us, %6.2f TFLOP/s (causal flops)\n", d,
+                ms * 1e3, flops / (ms * 1e-3) / 1e12);
+  }
+}
+
+}  // namespace
+}  // namespace duet::cuda
