@@ -22,6 +22,9 @@
 namespace duet::cuda {
 namespace {
 
+// Line-buffered stdout: the tables survive an abort part-way.
+const int kLineBuffered = std::setvbuf(stdout, nullptr, _IOLBF, 0);
+
 enum class Fp8Scale { kNone, kTensor, kChannel, kBlock };
 
 struct Case {

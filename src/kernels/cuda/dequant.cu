@@ -129,6 +129,18 @@ __global__ void scale_rows_kernel(float* y, int64_t ldy, int n, int64_t n_rows, 
   y[t * ldy + r] *= __ldg(scales + r / block_rows);
 }
 
+// One thread per element of y's n x n_rows block: BF16 GEMM output tile -> float, times row scales.
+__global__ void store_rows_bf16_kernel(const __nv_bfloat16* __restrict__ src, int64_t lds, int n, int64_t n_rows,
+                                       float* __restrict__ y, int64_t ldy, const float* __restrict__ row_scales,
+                                       int64_t block_rows, int64_t row0) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n * n_rows) return;
+  const int64_t t = i / n_rows, r = i % n_rows;
+  float v = __bfloat162float(src[t * lds + r]);
+  if (row_scales) v *= __ldg(row_scales + (row0 + r) / block_rows);
+  y[t * ldy + r] = v;
+}
+
 // One block per requested row, threads over its 32-weight chunks; out [n][n_cols] float.
 // Bit-exact with dequantize_row (same float operations), then times scale.
 template <DType T>
@@ -237,6 +249,13 @@ void launch_quantize_act_fp8(const float* x, int64_t ldx, int n, int64_t k, cons
 void launch_scale_rows(float* y, int64_t ldy, int n, int64_t n_rows, const float* scales, int64_t block_rows,
                        cudaStream_t s) {
   scale_rows_kernel<<<blocks_for(n * n_rows, 256), 256, 0, s>>>(y, ldy, n, n_rows, scales, block_rows);
+  DUET_CUDA_CHECK_LAUNCH();
+}
+
+void launch_store_rows_bf16(const void* src, int64_t lds, int n, int64_t n_rows, float* y, int64_t ldy,
+                            const float* row_scales, int64_t block_rows, int64_t row0, cudaStream_t s) {
+  store_rows_bf16_kernel<<<blocks_for(n * n_rows, 256), 256, 0, s>>>(static_cast<const __nv_bfloat16*>(src), lds, n,
+                                                                      n_rows, y, ldy, row_scales, block_rows, row0);
   DUET_CUDA_CHECK_LAUNCH();
 }
 

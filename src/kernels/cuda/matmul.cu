@@ -179,14 +179,20 @@ struct MatmulContext::Impl {
   int64_t max_cols = 0, max_rows = 0;
   int64_t wdeq_elems = 0;
 
+  // One cuBLASLt FP8 product shape: C/D either float32 straight into y (kF32) or BF16 into the
+  // wdeq workspace, converted into y afterwards (kBf16). Candidates from the heuristic are tried
+  // in order at the first call; the first that runs is kept.
+  enum class LtOut { kF32, kBf16 };
   struct LtPlan {
     bool ok = false;
+    int chosen = -1;
     cublasLtMatmulDesc_t op = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
-    cublasLtMatmulAlgo_t algo{};
+    cublasLtMatmulAlgo_t algos[8] = {};
+    int n_algos = 0;
   };
-  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int>, LtPlan> plans;
-  bool warned_lt = false;
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int, int>, LtPlan> plans;
+  bool lt_broken = false;  // set when cuBLASLt ran no FP8 kernel: weight-only from then on
 
   ~Impl() {
     for (auto& [k, p] : plans) {
@@ -224,10 +230,11 @@ struct MatmulContext::Impl {
     }
   }
 
-  LtPlan& fp8_plan(int64_t rows, int n, int64_t kp, int64_t ldw, float* y, int64_t ldy) {
+  LtPlan& fp8_plan(LtOut out, int64_t rows, int n, int64_t kp, int64_t ldw, void* d, int64_t ldd) {
+    const int64_t es = out == LtOut::kF32 ? 4 : 2;
     int align = 16;
-    while (align > 4 && ((reinterpret_cast<uintptr_t>(y) % align) != 0 || (ldy * 4) % align != 0)) align /= 2;
-    auto key = std::make_tuple(rows, static_cast<int64_t>(n), kp, ldy, align);
+    while (align > 2 && ((reinterpret_cast<uintptr_t>(d) % align) != 0 || (ldd * es) % align != 0)) align /= 2;
+    auto key = std::make_tuple(rows, static_cast<int64_t>(n), kp, ldd, align, static_cast<int>(out));
     auto it = plans.find(key);
     if (it != plans.end()) return it->second;
     LtPlan& p = plans[key];
@@ -240,7 +247,7 @@ struct MatmulContext::Impl {
     DUET_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &one, sizeof(one)));
     DUET_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_8F_E4M3, kp, rows, ldw));
     DUET_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_8F_E4M3, kp, n, kp));
-    DUET_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, rows, n, ldy));
+    DUET_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, out == LtOut::kF32 ? CUDA_R_32F : CUDA_R_16BF, rows, n, ldd));
     cublasLtMatmulPreference_t pref = nullptr;
     DUET_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     const size_t ws = kLtWorkspaceBytes;
@@ -248,39 +255,79 @@ struct MatmulContext::Impl {
     const uint32_t al = static_cast<uint32_t>(align);
     DUET_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al, sizeof(al)));
     DUET_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof(al)));
-    cublasLtMatmulHeuristicResult_t res{};
+    cublasLtMatmulHeuristicResult_t res[8] = {};
     int found = 0;
-    const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt, p.op, p.a, p.b, p.c, p.c, pref, 1, &res, &found);
+    const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt, p.op, p.a, p.b, p.c, p.c, pref, 8, res, &found);
     cublasLtMatmulPreferenceDestroy(pref);
-    p.ok = st == CUBLAS_STATUS_SUCCESS && found > 0;
-    if (p.ok) p.algo = res.algo;
-    if (!p.ok && !warned_lt) {
-      warned_lt = true;
-      std::fprintf(stderr, "duet: no cuBLASLt FP8 kernel for %lld x %d x %lld (ldy %lld, %s); using FP8 weight-only\n",
-                   (long long)rows, n, (long long)kp, (long long)ldy, cublasGetStatusString(st));
-    }
+    if (st == CUBLAS_STATUS_SUCCESS)
+      for (int i = 0; i < found; ++i)
+        if (res[i].state == CUBLAS_STATUS_SUCCESS) p.algos[p.n_algos++] = res[i].algo;
+    p.ok = p.n_algos > 0;
+    if (!p.ok)
+      std::fprintf(stderr, "duet: cuBLASLt FP8 heuristic (%s out) for %lld x %d x %lld: %s, %d results\n",
+                   out == LtOut::kF32 ? "f32" : "bf16", (long long)rows, n, (long long)kp, cublasGetStatusString(st),
+                   found);
     return p;
   }
 
-  // Native FP8 prompt path; false when cuBLASLt has no kernel (the caller falls back).
-  bool fp8_native(const DeviceMatrix& w, const float* x, int64_t ldx, int n, float* y, int64_t ldy, cudaStream_t s) {
-    const int64_t kp = round_up(w.n_cols, 16);
-    LtPlan& p = fp8_plan(w.n_rows, n, kp, static_cast<int64_t>(w.row_bytes), y, ldy);
+  // Runs plan p (trying its candidates at the first call); false when none runs.
+  bool lt_run(LtPlan& p, const char* what, const void* a, const void* b, void* d, const float* a_scale,
+              const float* b_scale, cudaStream_t s) {
     if (!p.ok) return false;
+    DUET_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale, sizeof(a_scale)));
+    DUET_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale, sizeof(b_scale)));
+    const float alpha = 1.f, beta = 0.f;
+    const int first = p.chosen >= 0 ? p.chosen : 0;
+    const int last = p.chosen >= 0 ? p.chosen + 1 : p.n_algos;
+    cublasStatus_t st = CUBLAS_STATUS_NOT_SUPPORTED;
+    for (int i = first; i < last; ++i) {
+      st = cublasLtMatmul(lt, p.op, &alpha, a, p.a, b, p.b, &beta, d, p.c, d, p.c, &p.algos[i], lt_ws.data(),
+                          kLtWorkspaceBytes, s);
+      if (st == CUBLAS_STATUS_SUCCESS) {
+        if (p.chosen < 0) std::fprintf(stderr, "duet: cuBLASLt FP8 (%s out) runs with candidate %d\n", what, i);
+        p.chosen = i;
+        return true;
+      }
+    }
+    std::fprintf(stderr, "duet: cuBLASLt FP8 (%s out): %d candidates, none runs (%s)\n", what, p.n_algos,
+                 cublasGetStatusString(st));
+    p.ok = false;
+    return false;
+  }
+
+  // Native FP8 prompt path; false when cuBLASLt runs no kernel (the caller falls back).
+  bool fp8_native(const DeviceMatrix& w, const float* x, int64_t ldx, int n, float* y, int64_t ldy, cudaStream_t s) {
+    if (lt_broken) return false;
+    const int64_t kp = round_up(w.n_cols, 16);
     float* amax = scalars.as<float>();
     float* xscale = amax + 1;
+    const bool per_tensor = w.fp8_block_rows >= w.n_rows;
+    const float* a_scale = per_tensor ? w.fp8_scales : scalars.as<float>() + 2;
+    const float* row_scales = per_tensor ? nullptr : w.fp8_scales;
     DUET_CUDA_CHECK(cudaMemsetAsync(amax, 0, sizeof(float), s));
     kernels::launch_act_amax(x, ldx, n, w.n_cols, amax, s);
     kernels::launch_quantize_act_fp8(x, ldx, n, w.n_cols, amax, xh.as<uint8_t>(), kp, xscale, s);
-    const bool per_tensor = w.fp8_block_rows >= w.n_rows;
-    const float* a_scale = per_tensor ? w.fp8_scales : scalars.as<float>() + 2;
-    DUET_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale, sizeof(a_scale)));
-    DUET_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &xscale, sizeof(xscale)));
-    const float alpha = 1.f, beta = 0.f;
-    DUET_CUBLAS_CHECK(cublasLtMatmul(lt, p.op, &alpha, w.data, p.a, xh.data(), p.b, &beta, y, p.c, y, p.c, &p.algo,
-                                     lt_ws.data(), kLtWorkspaceBytes, s));
-    if (!per_tensor) kernels::launch_scale_rows(y, ldy, n, w.n_rows, w.fp8_scales, w.fp8_block_rows, s);
-    return true;
+    // float32 straight into y.
+    LtPlan& p = fp8_plan(LtOut::kF32, w.n_rows, n, kp, static_cast<int64_t>(w.row_bytes), y, ldy);
+    if (lt_run(p, "f32", w.data, xh.data(), y, a_scale, xscale, s)) {
+      if (row_scales) kernels::launch_scale_rows(y, ldy, n, w.n_rows, row_scales, w.fp8_block_rows, s);
+      return true;
+    }
+    // BF16 into the workspace, row chunk by row chunk, then float (times row scales) into y.
+    const int64_t chunk_rows = std::min<int64_t>(w.n_rows, wdeq_elems / n / 16 * 16);
+    bool ok = chunk_rows > 0;
+    for (int64_t r0 = 0; ok && r0 < w.n_rows; r0 += chunk_rows) {
+      const int64_t nr = std::min(chunk_rows, w.n_rows - r0);
+      LtPlan& q = fp8_plan(LtOut::kBf16, nr, n, kp, static_cast<int64_t>(w.row_bytes), wdeq.data(), nr);
+      ok = lt_run(q, "bf16", static_cast<const uint8_t*>(w.data) + r0 * static_cast<int64_t>(w.row_bytes), xh.data(),
+                  wdeq.data(), a_scale, xscale, s);
+      if (ok) kernels::launch_store_rows_bf16(wdeq.data(), nr, n, nr, y + r0, ldy, row_scales, w.fp8_block_rows, r0, s);
+    }
+    if (!ok) {
+      std::fprintf(stderr, "duet: FP8 native GEMM unavailable (cuBLASLt); FP8 prompts use the weight-only path\n");
+      lt_broken = true;
+    }
+    return ok;
   }
 };
 

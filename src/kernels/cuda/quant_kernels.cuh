@@ -44,6 +44,10 @@ void launch_quantize_act_fp8(const float* x, int64_t ldx, int n, int64_t k, cons
 // y[t * ldy + r] *= scales[r / block_rows] for t < n, r < n_rows.
 void launch_scale_rows(float* y, int64_t ldy, int n, int64_t n_rows, const float* scales, int64_t block_rows,
                        cudaStream_t s);
+// y[t * ldy + r] = float(src[t * lds + r]) * (row_scales ? row_scales[(row0 + r) / block_rows] : 1)
+// for t < n, r < n_rows; src BF16 (a cuBLASLt output tile of rows row0 ..).
+void launch_store_rows_bf16(const void* src, int64_t lds, int n, int64_t n_rows, float* y, int64_t ldy,
+                            const float* row_scales, int64_t block_rows, int64_t row0, cudaStream_t s);
 // out[i * n_cols + c] = W[rows[i], c] * scale, bit-exact with dequantize_row (times FP8 scales).
 void launch_get_rows(const DeviceMatrix& w, const int32_t* rows, int n, float scale, float* out, cudaStream_t s);
 
