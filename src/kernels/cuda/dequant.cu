@@ -121,12 +121,15 @@ __global__ void quantize_act_fp8_kernel(const float* __restrict__ x, int64_t ldx
   out[i] = __nv_fp8_e4m3(v).__x;
 }
 
+// One thread per element of y's n x n_rows block: y *= its row's scale (times *extra).
 __global__ void scale_rows_kernel(float* y, int64_t ldy, int n, int64_t n_rows, const float* __restrict__ scales,
-                                  int64_t block_rows) {
+                                  int64_t block_rows, const float* __restrict__ extra) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n * n_rows) return;
   const int64_t t = i / n_rows, r = i % n_rows;
-  y[t * ldy + r] *= __ldg(scales + r / block_rows);
+  float f = __ldg(scales + r / block_rows);
+  if (extra) f *= *extra;
+  y[t * ldy + r] *= f;
 }
 
 // One thread per element of y's n x n_rows block: BF16 GEMM output tile -> float, times row scales.
@@ -247,8 +250,8 @@ void launch_quantize_act_fp8(const float* x, int64_t ldx, int n, int64_t k, cons
 }
 
 void launch_scale_rows(float* y, int64_t ldy, int n, int64_t n_rows, const float* scales, int64_t block_rows,
-                       cudaStream_t s) {
-  scale_rows_kernel<<<blocks_for(n * n_rows, 256), 256, 0, s>>>(y, ldy, n, n_rows, scales, block_rows);
+                       const float* extra, cudaStream_t s) {
+  scale_rows_kernel<<<blocks_for(n * n_rows, 256), 256, 0, s>>>(y, ldy, n, n_rows, scales, block_rows, extra);
   DUET_CUDA_CHECK_LAUNCH();
 }
 

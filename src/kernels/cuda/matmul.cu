@@ -27,7 +27,7 @@ namespace {
 
 constexpr size_t kBlasWorkspaceBytes = 32u << 20;
 constexpr size_t kLtWorkspaceBytes = 64u << 20;
-constexpr int64_t kDequantCapElems = int64_t{64} << 20;  // F16 weight tile: at most 128 MiB
+constexpr int64_t kDequantCapElems = int64_t{128} << 20;  // F16 weight rows: at most 256 MiB
 
 int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
@@ -174,7 +174,12 @@ struct MatmulContext::Impl {
   DeviceBuffer xq, xm, xs;  // decode activations (int8 + block meta, or staged float)
   DeviceBuffer xh;          // prompt activations: F16 / BF16 / E4M3
   DeviceBuffer wdeq;        // F16 weight rows for the prompt GEMM
-  DeviceBuffer scalars;     // [0] activation amax, [1] activation FP8 scale, [2] 1.0f
+  // Device scalars, each 256 bytes apart (cuBLASLt wants aligned scale pointers): activation
+  // amax, activation FP8 scale, and a constant 1.
+  DeviceBuffer scalars;
+  float* amax_ptr() const { return scalars.as<float>(); }
+  float* xscale_ptr() const { return scalars.as<float>() + 64; }
+  float* one_ptr() const { return scalars.as<float>() + 128; }
   int max_tokens = 0;
   int64_t max_cols = 0, max_rows = 0;
   int64_t wdeq_elems = 0;
@@ -192,7 +197,7 @@ struct MatmulContext::Impl {
     int n_algos = 0;
   };
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int, int>, LtPlan> plans;
-  bool lt_broken = false;  // set when cuBLASLt ran no FP8 kernel: weight-only from then on
+  int lt_variant = 0;  // first FP8 cuBLASLt variant worth trying (see fp8_native)
 
   ~Impl() {
     for (auto& [k, p] : plans) {
@@ -221,8 +226,12 @@ struct MatmulContext::Impl {
     const int64_t ldh = round_up(k, 16);
     kernels::launch_convert_act(x, ldx, n, k, xh.data(), ldh, false, s);
     const int64_t ldo = w.dtype == DType::kF8_E4M3 ? static_cast<int64_t>(w.row_bytes) : round_up(k, 8);
-    const int64_t chunk_rows = std::min<int64_t>(w.n_rows, wdeq_elems / ldo);
-    DUET_CHECK_MSG(chunk_rows > 0, "matmul: workspace holds no row of %lld columns (reserve())", (long long)k);
+    // Equal row chunks, each a multiple of 128 rows (the GEMM tile) where the workspace allows.
+    const int64_t cap = wdeq_elems / ldo;
+    DUET_CHECK_MSG(cap > 0, "matmul: workspace holds no row of %lld columns (reserve())", (long long)k);
+    const int64_t n_chunks = (w.n_rows + cap - 1) / cap;
+    int64_t chunk_rows = round_up((w.n_rows + n_chunks - 1) / n_chunks, 128);
+    if (chunk_rows > cap) chunk_rows = (w.n_rows + n_chunks - 1) / n_chunks;
     for (int64_t r0 = 0; r0 < w.n_rows; r0 += chunk_rows) {
       const int64_t nr = std::min(chunk_rows, w.n_rows - r0);
       kernels::launch_dequant_f16(w, r0, nr, wdeq.data(), ldo, s);
@@ -230,11 +239,11 @@ struct MatmulContext::Impl {
     }
   }
 
-  LtPlan& fp8_plan(LtOut out, int64_t rows, int n, int64_t kp, int64_t ldw, void* d, int64_t ldd) {
+  LtPlan& fp8_plan(LtOut out, bool scales, int64_t rows, int n, int64_t kp, int64_t ldw, void* d, int64_t ldd) {
     const int64_t es = out == LtOut::kF32 ? 4 : 2;
     int align = 16;
     while (align > 2 && ((reinterpret_cast<uintptr_t>(d) % align) != 0 || (ldd * es) % align != 0)) align /= 2;
-    auto key = std::make_tuple(rows, static_cast<int64_t>(n), kp, ldd, align, static_cast<int>(out));
+    auto key = std::make_tuple(rows, static_cast<int64_t>(n), kp, ldd, align, static_cast<int>(out) * 2 + (scales ? 1 : 0));
     auto it = plans.find(key);
     if (it != plans.end()) return it->second;
     LtPlan& p = plans[key];
@@ -242,9 +251,11 @@ struct MatmulContext::Impl {
     const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
     DUET_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
     DUET_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-    const float* one = scalars.as<float>() + 2;
-    DUET_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &one, sizeof(one)));
-    DUET_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &one, sizeof(one)));
+    if (scales) {
+      const float* one = one_ptr();
+      DUET_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &one, sizeof(one)));
+      DUET_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &one, sizeof(one)));
+    }
     DUET_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_8F_E4M3, kp, rows, ldw));
     DUET_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_8F_E4M3, kp, n, kp));
     DUET_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, out == LtOut::kF32 ? CUDA_R_32F : CUDA_R_16BF, rows, n, ldd));
@@ -274,8 +285,10 @@ struct MatmulContext::Impl {
   bool lt_run(LtPlan& p, const char* what, const void* a, const void* b, void* d, const float* a_scale,
               const float* b_scale, cudaStream_t s) {
     if (!p.ok) return false;
-    DUET_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale, sizeof(a_scale)));
-    DUET_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale, sizeof(b_scale)));
+    if (a_scale) {  // null: the plan has no scale attributes (scales applied afterwards)
+      DUET_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale, sizeof(a_scale)));
+      DUET_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale, sizeof(b_scale)));
+    }
     const float alpha = 1.f, beta = 0.f;
     const int first = p.chosen >= 0 ? p.chosen : 0;
     const int last = p.chosen >= 0 ? p.chosen + 1 : p.n_algos;
@@ -295,39 +308,52 @@ struct MatmulContext::Impl {
     return false;
   }
 
-  // Native FP8 prompt path; false when cuBLASLt runs no kernel (the caller falls back).
+  // Native FP8 prompt path; false when cuBLASLt runs no kernel (the caller falls back). Tries, in
+  // order: float32 out with scale pointers; float32 out without them (scales applied by a second
+  // kernel); BF16 out tiles with scale pointers. The first that runs is kept (lt_variant).
   bool fp8_native(const DeviceMatrix& w, const float* x, int64_t ldx, int n, float* y, int64_t ldy, cudaStream_t s) {
-    if (lt_broken) return false;
+    if (lt_variant < 0) return false;
     const int64_t kp = round_up(w.n_cols, 16);
-    float* amax = scalars.as<float>();
-    float* xscale = amax + 1;
+    float* amax = amax_ptr();
+    float* xscale = xscale_ptr();
     const bool per_tensor = w.fp8_block_rows >= w.n_rows;
-    const float* a_scale = per_tensor ? w.fp8_scales : scalars.as<float>() + 2;
+    const float* a_scale = per_tensor ? w.fp8_scales : one_ptr();
     const float* row_scales = per_tensor ? nullptr : w.fp8_scales;
+    const int64_t ldw = static_cast<int64_t>(w.row_bytes);
     DUET_CUDA_CHECK(cudaMemsetAsync(amax, 0, sizeof(float), s));
     kernels::launch_act_amax(x, ldx, n, w.n_cols, amax, s);
     kernels::launch_quantize_act_fp8(x, ldx, n, w.n_cols, amax, xh.as<uint8_t>(), kp, xscale, s);
-    // float32 straight into y.
-    LtPlan& p = fp8_plan(LtOut::kF32, w.n_rows, n, kp, static_cast<int64_t>(w.row_bytes), y, ldy);
-    if (lt_run(p, "f32", w.data, xh.data(), y, a_scale, xscale, s)) {
-      if (row_scales) kernels::launch_scale_rows(y, ldy, n, w.n_rows, row_scales, w.fp8_block_rows, s);
-      return true;
+    for (int v = lt_variant; v < 3; ++v) {
+      bool ok = false;
+      if (v == 0) {
+        LtPlan& p = fp8_plan(LtOut::kF32, true, w.n_rows, n, kp, ldw, y, ldy);
+        ok = lt_run(p, "f32", w.data, xh.data(), y, a_scale, xscale, s);
+        if (ok && row_scales) kernels::launch_scale_rows(y, ldy, n, w.n_rows, row_scales, w.fp8_block_rows, nullptr, s);
+      } else if (v == 1) {
+        LtPlan& p = fp8_plan(LtOut::kF32, false, w.n_rows, n, kp, ldw, y, ldy);
+        ok = lt_run(p, "f32, unscaled", w.data, xh.data(), y, nullptr, nullptr, s);
+        if (ok)
+          kernels::launch_scale_rows(y, ldy, n, w.n_rows, w.fp8_scales, per_tensor ? w.n_rows : w.fp8_block_rows,
+                                     xscale, s);
+      } else {
+        const int64_t chunk_rows = std::min<int64_t>(w.n_rows, wdeq_elems / n / 16 * 16);
+        ok = chunk_rows > 0;
+        for (int64_t r0 = 0; ok && r0 < w.n_rows; r0 += chunk_rows) {
+          const int64_t nr = std::min(chunk_rows, w.n_rows - r0);
+          LtPlan& q = fp8_plan(LtOut::kBf16, true, nr, n, kp, ldw, wdeq.data(), nr);
+          ok = lt_run(q, "bf16", static_cast<const uint8_t*>(w.data) + r0 * ldw, xh.data(), wdeq.data(), a_scale,
+                      xscale, s);
+          if (ok)
+            kernels::launch_store_rows_bf16(wdeq.data(), nr, n, nr, y + r0, ldy, row_scales, w.fp8_block_rows, r0, s);
+        }
+      }
+      if (ok) {
+        if (lt_variant != v) std::fprintf(stderr, "duet: cuBLASLt FP8 prompt path: variant %d\n", v);
+        lt_variant = v;
+        return true;
+      }
     }
-    // BF16 into the workspace, row chunk by row chunk, then float (times row scales) into y.
-    const int64_t chunk_rows = std::min<int64_t>(w.n_rows, wdeq_elems / n / 16 * 16);
-    bool ok = chunk_rows > 0;
-    for (int64_t r0 = 0; ok && r0 < w.n_rows; r0 += chunk_rows) {
-      const int64_t nr = std::min(chunk_rows, w.n_rows - r0);
-      LtPlan& q = fp8_plan(LtOut::kBf16, nr, n, kp, static_cast<int64_t>(w.row_bytes), wdeq.data(), nr);
-      ok = lt_run(q, "bf16", static_cast<const uint8_t*>(w.data) + r0 * static_cast<int64_t>(w.row_bytes), xh.data(),
-                  wdeq.data(), a_scale, xscale, s);
-      if (ok) kernels::launch_store_rows_bf16(wdeq.data(), nr, n, nr, y + r0, ldy, row_scales, w.fp8_block_rows, r0, s);
-    }
-    if (!ok) {
-      std::fprintf(stderr, "duet: FP8 native GEMM unavailable (cuBLASLt); FP8 prompts use the weight-only path\n");
-      lt_broken = true;
-    }
-    return ok;
+    return false;
   }
 };
 
@@ -343,9 +369,10 @@ MatmulContext::MatmulContext(const DeviceInfo& dev, Fp8Mode fp8) : impl_(std::ma
   // Our own workspace, so that cuBLAS never allocates while a graph is being captured.
   DUET_CUBLAS_CHECK(cublasSetWorkspace(m.blas, m.blas_ws.data(), kBlasWorkspaceBytes));
   if (m.mode == Fp8Mode::kNative) m.lt_ws.resize(kLtWorkspaceBytes);
-  m.scalars.resize(4 * sizeof(float));
-  const float init[4] = {0.f, 1.f, 1.f, 0.f};
-  DUET_CUDA_CHECK(cudaMemcpy(m.scalars.data(), init, sizeof(init), cudaMemcpyHostToDevice));
+  std::vector<float> init(192, 0.f);
+  init[64] = init[128] = 1.f;
+  m.scalars.resize(init.size() * sizeof(float));
+  DUET_CUDA_CHECK(cudaMemcpy(m.scalars.data(), init.data(), init.size() * sizeof(float), cudaMemcpyHostToDevice));
 }
 
 MatmulContext::~MatmulContext() = default;
@@ -383,9 +410,16 @@ void MatmulContext::matmul(const DeviceMatrix& w, const float* x, int64_t ldx, i
       kernels::launch_quantize_act_q8(x, ldx, n_tokens, k, m.xq.as<int8_t>(), m.xm.as<float4>(), stream);
       kernels::launch_matvec_q8(w, m.xq.as<int8_t>(), m.xm.as<float4>(), n_tokens, y, ldy, stream);
     } else {
-      const int64_t kp = round_up(k, 16);
-      kernels::launch_stage_act_f32(x, ldx, n_tokens, k, m.xs.as<float>(), kp, stream);
-      kernels::launch_matvec_float(w, m.xs.as<float>(), kp, n_tokens, y, ldy, stream);
+      // x is read in place when its rows are 16-byte aligned and W's rows carry no padding (the
+      // kernel reads row_bytes / element-size values of x); otherwise staged, zero-padded.
+      const size_t es = dtype_info(w.dtype).type_size;
+      if (static_cast<size_t>(k) * es == w.row_bytes && ldx % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0) {
+        kernels::launch_matvec_float(w, x, ldx, n_tokens, y, ldy, stream);
+      } else {
+        const int64_t kp = round_up(k, 16);
+        kernels::launch_stage_act_f32(x, ldx, n_tokens, k, m.xs.as<float>(), kp, stream);
+        kernels::launch_matvec_float(w, m.xs.as<float>(), kp, n_tokens, y, ldy, stream);
+      }
     }
     return;
   }

@@ -41,9 +41,9 @@ void launch_act_amax(const float* x, int64_t ldx, int n, int64_t k, float* amax,
 // out [n][ldo] E4M3 = x / scale, scale = amax / 448 (1 when amax is 0), written to *scale_out.
 void launch_quantize_act_fp8(const float* x, int64_t ldx, int n, int64_t k, const float* amax, uint8_t* out,
                              int64_t ldo, float* scale_out, cudaStream_t s);
-// y[t * ldy + r] *= scales[r / block_rows] for t < n, r < n_rows.
+// y[t * ldy + r] *= scales[r / block_rows] (* *extra when extra is not null) for t < n, r < n_rows.
 void launch_scale_rows(float* y, int64_t ldy, int n, int64_t n_rows, const float* scales, int64_t block_rows,
-                       cudaStream_t s);
+                       const float* extra, cudaStream_t s);
 // y[t * ldy + r] = float(src[t * lds + r]) * (row_scales ? row_scales[(row0 + r) / block_rows] : 1)
 // for t < n, r < n_rows; src BF16 (a cuBLASLt output tile of rows row0 ..).
 void launch_store_rows_bf16(const void* src, int64_t lds, int n, int64_t n_rows, float* y, int64_t ldy,

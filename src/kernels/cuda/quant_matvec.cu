@@ -7,6 +7,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cstdlib>
 #include <type_traits>
 
 #include "base/check.h"
@@ -82,41 +83,51 @@ __global__ void stage_act_f32_kernel(const float* __restrict__ x, int64_t ldx, i
 }
 
 // Block-quantized W x int8 activations. Thread mapping: block (tpr, 128 / tpr); threadIdx.y picks
-// one of 128 / tpr rows, the tpr threads of a row stride over its 32-weight chunks (consecutive
-// threads, consecutive chunks: coalesced). W: QView of type T; xq [n][kq] int8, xm [n][kq / 32]
-// float4 (kq = n_cols); y float [n][ldy]. n <= NT <= 8. Bound: memory at n = 1 (weights read
-// once, activations from L1/L2); expect >= 70% of HBM bandwidth on 7B-shaped matrices.
+// one of 128 / tpr rows, the tpr threads of a row stride over its work items, W = kWideChunks<T>
+// consecutive 32-weight chunks of one block each (chunks that share loaded bytes; consecutive
+// threads take consecutive items: coalesced). W: QView of type T; xq [n][kq] int8, xm [n][kq / 32]
+// float4 (kq = n_cols); y float [n][ldy]. n <= NT <= 8. Bound: memory at n = 1 (weights read once,
+// activations from L1/L2); expect >= 70% of HBM bandwidth on 7B-shaped matrices.
 template <DType T, int NT>
 __global__ void __launch_bounds__(kThreads) matvec_q8_kernel(QView w, const int8_t* __restrict__ xq,
                                                              const float4* __restrict__ xm, int n,
                                                              float* __restrict__ y, int64_t ldy) {
+  constexpr int W = quant::kWideChunks<T>;
+  constexpr int kItemsPerBlock = QT<T>::kChunks / W;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
   const int64_t nch = w.blocks_per_row * QT<T>::kChunks;
+  const int64_t n_items = nch / W;
   const int64_t kq = nch * 32;
   float acc[NT];
 #pragma unroll
   for (int t = 0; t < NT; ++t) acc[t] = 0.f;
   if (row < w.n_rows) {
 #pragma unroll 2
-    for (int64_t c = threadIdx.x; c < nch; c += blockDim.x) {
-      Chunk ch;
-      quant::load_chunk<T>(w, row, c, ch);
+    for (int64_t it = threadIdx.x; it < n_items; it += blockDim.x) {
+      const int64_t b = it / kItemsPerBlock;
+      const int c0 = static_cast<int>(it % kItemsPerBlock) * W;
 #pragma unroll
-      for (int t = 0; t < NT; ++t) {
-        if (t < n) {
-          const int4* xp = reinterpret_cast<const int4*>(xq + t * kq + c * 32);
-          const int4 a = __ldg(xp), b = __ldg(xp + 1);
-          const float4 mt = __ldg(xm + t * nch + c);
-          int s0 = __dp4a(ch.q[0], a.x, 0);
-          s0 = __dp4a(ch.q[1], a.y, s0);
-          s0 = __dp4a(ch.q[2], a.z, s0);
-          s0 = __dp4a(ch.q[3], a.w, s0);
-          int s1 = __dp4a(ch.q[4], b.x, 0);
-          s1 = __dp4a(ch.q[5], b.y, s1);
-          s1 = __dp4a(ch.q[6], b.z, s1);
-          s1 = __dp4a(ch.q[7], b.w, s1);
-          acc[t] += mt.x * (ch.d[0] * static_cast<float>(s0) + ch.d[1] * static_cast<float>(s1)) +
-                    (ch.m[0] * mt.y + ch.m[1] * mt.z);
+      for (int i = 0; i < W; ++i) {
+        Chunk ch;
+        quant::load_chunk_at<T>(w, row, b, c0 + i, ch);
+        const int64_t c = it * W + i;
+#pragma unroll
+        for (int t = 0; t < NT; ++t) {
+          if (t < n) {
+            const int4* xp = reinterpret_cast<const int4*>(xq + t * kq + c * 32);
+            const int4 xa = __ldg(xp), xb = __ldg(xp + 1);
+            const float4 mt = __ldg(xm + t * nch + c);
+            int s0 = __dp4a(ch.q[0], xa.x, 0);
+            s0 = __dp4a(ch.q[1], xa.y, s0);
+            s0 = __dp4a(ch.q[2], xa.z, s0);
+            s0 = __dp4a(ch.q[3], xa.w, s0);
+            int s1 = __dp4a(ch.q[4], xb.x, 0);
+            s1 = __dp4a(ch.q[5], xb.y, s1);
+            s1 = __dp4a(ch.q[6], xb.z, s1);
+            s1 = __dp4a(ch.q[7], xb.w, s1);
+            acc[t] += mt.x * (ch.d[0] * static_cast<float>(s0) + ch.d[1] * static_cast<float>(s1)) +
+                      (ch.m[0] * mt.y + ch.m[1] * mt.z);
+          }
         }
       }
     }
@@ -192,14 +203,22 @@ __global__ void __launch_bounds__(kThreads) matvec_float_kernel(DeviceMatrix w, 
   if (row < w.n_rows) {
     const uint8_t* wr = static_cast<const uint8_t*>(w.data) + row * static_cast<int64_t>(w.row_bytes);
     const float* srow = nullptr;
-    if constexpr (T == DType::kF8_E4M3) srow = w.fp8_scales + (row / w.fp8_block_rows) * w.fp8_scale_cols;
+    // FP8: one scale per row (per-tensor / per-channel: applied once at the end) or per 16-column
+    // chunk (block scales; 32-bit division, columns < 2^31).
+    bool chunk_scales = false;
+    if constexpr (T == DType::kF8_E4M3) {
+      srow = w.fp8_scales + (row / w.fp8_block_rows) * w.fp8_scale_cols;
+      chunk_scales = w.fp8_block_cols < w.n_cols;
+    }
+    const uint32_t bc = static_cast<uint32_t>(w.fp8_block_cols);
 #pragma unroll 2
     for (int64_t c = threadIdx.x; c < nch; c += blockDim.x) {
       const uint4 raw = quant::ld128(wr + c * 16);
       float v[E];
       FT<T>::convert(raw, v);
       float s = 1.f;
-      if constexpr (T == DType::kF8_E4M3) s = __ldg(srow + (c * E) / w.fp8_block_cols) * quant::kFp8Unscale;
+      if constexpr (T == DType::kF8_E4M3)
+        if (chunk_scales) s = __ldg(srow + static_cast<uint32_t>(c * E) / bc);
 #pragma unroll
       for (int t = 0; t < NT; ++t) {
         if (t < n) {
@@ -217,12 +236,24 @@ __global__ void __launch_bounds__(kThreads) matvec_float_kernel(DeviceMatrix w, 
         }
       }
     }
+    if constexpr (T == DType::kF8_E4M3) {
+      const float rs = (chunk_scales ? 1.f : __ldg(srow)) * quant::kFp8Unscale;
+#pragma unroll
+      for (int t = 0; t < NT; ++t) acc[t] *= rs;
+    }
   }
   reduce_store<NT>(acc, n, y, ldy, row, w.n_rows);
 }
 
-// Threads per row: enough to cover a row's chunks about once or more, at most the whole block.
-int threads_per_row(int64_t n_chunks) { return n_chunks <= 48 ? 32 : (n_chunks <= 160 ? 64 : 128); }
+// Threads per row: about 8 or more chunks per thread (long-lived threads, several loads in
+// flight each, few blocks), at least a warp, at most the block. DUET_MATVEC_THREADS_PER_ROW (32, 64
+// or 128) overrides it, for benchmarking.
+int threads_per_row(int64_t n_chunks) {
+  const char* e = std::getenv("DUET_MATVEC_THREADS_PER_ROW");
+  const int forced = e ? std::atoi(e) : 0;
+  if (forced == 32 || forced == 64 || forced == 128) return forced;
+  return n_chunks < 512 ? 32 : (n_chunks < 1024 ? 64 : 128);
+}
 
 template <typename F>
 void dispatch_nt(int n, F&& f) {
@@ -236,8 +267,8 @@ template <DType T>
 void matvec_q8_typed(const DeviceMatrix& w, const int8_t* xq, const float4* xm, int n, float* y, int64_t ldy,
                      cudaStream_t s) {
   const QView v{static_cast<const uint8_t*>(w.data), w.n_rows, w.n_cols / QT<T>::kBlock, w.row_bytes};
-  const int64_t nch = w.n_cols / 32;
-  const int tpr = threads_per_row(nch);
+  const int64_t n_items = w.n_cols / 32 / quant::kWideChunks<T>;
+  const int tpr = threads_per_row(n_items * 2);  // a wide item is about two chunks' work
   const dim3 block(tpr, kThreads / tpr);
   const dim3 grid(static_cast<unsigned>((w.n_rows + block.y - 1) / block.y));
   dispatch_nt(n, [&](auto nt) {

@@ -200,15 +200,14 @@ struct QT<DType::kQ3_K> {
   }
 };
 
-// 6-bit scale and min of sub-block j of a Q4_K/Q5_K block (scales bytes in three words).
+// 6-bit scale and min of sub-block j (0..7) of a Q4_K/Q5_K block, scales bytes in three words.
+// Branch-free: every lane of a warp decodes a different j.
 __device__ __forceinline__ void k_scale_min(uint32_t s0, uint32_t s1, uint32_t s2, int j, int& sc, int& m) {
-  if (j < 4) {
-    sc = static_cast<int>(byte_of3(s0, s1, s2, j) & 0x3f);
-    m = static_cast<int>(byte_of3(s0, s1, s2, j + 4) & 0x3f);
-  } else {
-    sc = static_cast<int>((byte_of3(s0, s1, s2, j + 4) & 0x0f) | ((byte_of3(s0, s1, s2, j - 4) >> 2) & 0x30));
-    m = static_cast<int>((byte_of3(s0, s1, s2, j + 4) >> 4) | ((byte_of3(s0, s1, s2, j) >> 2) & 0x30));
-  }
+  const int sh = 8 * (j & 3);
+  const uint32_t b0 = (s0 >> sh) & 0xff, b1 = (s1 >> sh) & 0xff, b2 = (s2 >> sh) & 0xff;
+  const bool lo = j < 4;
+  sc = static_cast<int>(lo ? (b0 & 0x3f) : ((b2 & 0x0f) | ((b0 >> 6) << 4)));
+  m = static_cast<int>(lo ? (b1 & 0x3f) : ((b2 >> 4) | ((b1 >> 6) << 4)));
 }
 
 template <>
@@ -282,12 +281,10 @@ struct QT<DType::kQ6_K> {
   }
 };
 
-// Decodes chunk `chunk` (0 <= chunk < blocks_per_row * kChunks) of row `row`.
+// Decodes chunk c (< kChunks) of block b of row `row`.
 template <DType T>
-__device__ __forceinline__ void load_chunk(const QView& v, int64_t row, int64_t chunk, Chunk& ch) {
+__device__ __forceinline__ void load_chunk_at(const QView& v, int64_t row, int64_t b, int c, Chunk& ch) {
   using Q = QT<T>;
-  const int64_t b = chunk / Q::kChunks;
-  const int c = static_cast<int>(chunk % Q::kChunks);
   if constexpr (Q::kSplit) {
     const int64_t idx = row * v.blocks_per_row + b;
     const uint8_t* a = v.data + idx * Q::kABytes;
@@ -297,6 +294,20 @@ __device__ __forceinline__ void load_chunk(const QView& v, int64_t row, int64_t 
     Q::decode(v.data + row * static_cast<int64_t>(v.row_bytes) + b * Q::kBytes, c, ch);
   }
 }
+
+// Decodes chunk `chunk` (0 <= chunk < blocks_per_row * kChunks) of row `row`.
+template <DType T>
+__device__ __forceinline__ void load_chunk(const QView& v, int64_t row, int64_t chunk, Chunk& ch) {
+  load_chunk_at<T>(v, row, chunk / QT<T>::kChunks, static_cast<int>(chunk % QT<T>::kChunks), ch);
+}
+
+// Chunks of one block that share loaded bytes (decode kernels give them to one thread): Q4_K/Q5_K
+// chunk pairs read the same qs bytes (low and high nibbles); Q2_K/Q3_K/Q6_K chunks 4h..4h+3 read
+// the same qs/qh bytes at different shifts.
+template <DType T>
+constexpr int kWideChunks = (T == DType::kQ4_K || T == DType::kQ5_K)                            ? 2
+                            : (T == DType::kQ2_K || T == DType::kQ3_K || T == DType::kQ6_K) ? 4
+                                                                                              : 1;
 
 // Element e of a decoded chunk as dequantize_row computes it (exact float operations).
 __device__ __forceinline__ float chunk_value(const Chunk& ch, int e) {
