@@ -301,6 +301,32 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, MatmulParity, ::testing::Range(0, static_cast
                            return s;
                          });
 
+// Bad matrices from a file come back as a Status, never an abort.
+TEST(MatmulUpload, RejectsBadInput) {
+  fail_without_device();
+  auto dev_r = query_device(0);
+  ASSERT_TRUE(dev_r.is_ok());
+  const HostMatrix q = make_matrix({DType::kQ4_K, Fp8Scale::kNone, "Q4_K"}, 4, 256, 1);
+  WeightMatrix w = q.view();
+  w.dtype = DType::kQ8_K;  // an activation type: no GPU matmul
+  EXPECT_FALSE(upload_matrix(w, *dev_r, Fp8Mode::kAuto).is_ok());
+  w = q.view();
+  w.n_cols = 300;  // not a multiple of the 256-block
+  EXPECT_FALSE(upload_matrix(w, *dev_r, Fp8Mode::kAuto).is_ok());
+  w = q.view();
+  w.row_bytes = 100;  // shorter than a row of 256 Q4_K values (144 bytes)
+  EXPECT_FALSE(upload_matrix(w, *dev_r, Fp8Mode::kAuto).is_ok());
+  const HostMatrix f = make_matrix({DType::kF8_E4M3, Fp8Scale::kBlock, "FP8"}, 4, 256, 2);
+  w = f.view();
+  w.fp8_scales = nullptr;
+  EXPECT_FALSE(upload_matrix(w, *dev_r, Fp8Mode::kAuto).is_ok());
+  w = f.view();
+  w.fp8_block_cols = 100;  // scale blocks the kernels cannot split rows into
+  w.fp8_scale_cols = 3;
+  EXPECT_FALSE(upload_matrix(w, *dev_r, Fp8Mode::kAuto).is_ok());
+  EXPECT_TRUE(upload_matrix(f.view(), *dev_r, Fp8Mode::kAuto).is_ok());
+}
+
 // After reserve(), matmul() must be capturable in a CUDA graph (no allocation, no sync): capture a
 // decode and a prompt product and check the replay against eager calls.
 TEST(MatmulGraph, CaptureAndReplay) {

@@ -297,7 +297,6 @@ struct MatmulContext::Impl {
       st = cublasLtMatmul(lt, p.op, &alpha, a, p.a, b, p.b, &beta, d, p.c, d, p.c, &p.algos[i], lt_ws.data(),
                           kLtWorkspaceBytes, s);
       if (st == CUBLAS_STATUS_SUCCESS) {
-        if (p.chosen < 0) std::fprintf(stderr, "duet: cuBLASLt FP8 (%s out) runs with candidate %d\n", what, i);
         p.chosen = i;
         return true;
       }

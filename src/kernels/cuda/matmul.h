@@ -27,6 +27,9 @@ enum class Fp8Mode { kAuto, kNative, kWeightOnly };  // kAuto: native where the 
 // Status when the type cannot run on this device/path or memory runs out.
 Result<DeviceWeight> upload_matrix(const WeightMatrix& w, const DeviceInfo& dev, Fp8Mode fp8);
 
+// One context per stream (its workspace and cached cuBLASLt plans are not shared between threads).
+// matmul() and get_rows() take only matrices made by upload_matrix (device layouts: see
+// kernels/cuda/quant_types.cuh).
 class MatmulContext {
  public:
   MatmulContext(const DeviceInfo& dev, Fp8Mode fp8);

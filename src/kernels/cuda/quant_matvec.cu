@@ -87,7 +87,9 @@ __global__ void stage_act_f32_kernel(const float* __restrict__ x, int64_t ldx, i
 // consecutive 32-weight chunks of one block each (chunks that share loaded bytes; consecutive
 // threads take consecutive items: coalesced). W: QView of type T; xq [n][kq] int8, xm [n][kq / 32]
 // float4 (kq = n_cols); y float [n][ldy]. n <= NT <= 8. Bound: memory at n = 1 (weights read once,
-// activations from L1/L2); expect >= 70% of HBM bandwidth on 7B-shaped matrices.
+// activations from L1/L2); the goal is >= 70% of HBM bandwidth on 7B-shaped matrices, measured on
+// the H200: Q8_0 70-100%, Q6_K 48-66%, Q4_K 40-58% (the K-quants are short of it: latency and
+// issue, not bytes). At n = 8 the int8 activation reads from L1 dominate (9-25%).
 template <DType T, int NT>
 __global__ void __launch_bounds__(kThreads) matvec_q8_kernel(QView w, const int8_t* __restrict__ xq,
                                                              const float4* __restrict__ xm, int n,
@@ -186,10 +188,11 @@ struct FT<DType::kF8_E4M3> {
 
 // F32/F16/BF16/FP8 W x float activations. Thread mapping as matvec_q8_kernel, with 16-byte
 // chunks (4, 8 or 16 weights). W: row_bytes % 16 == 0, zero padding; xs [n][kpad] float, zero
-// padded; y float [n][ldy]. FP8: one scale per chunk (block_cols % 16 == 0 or >= n_cols, checked
-// at upload), E4M3 decoded in software. Bound: memory at n = 1; expect >= 85% of HBM bandwidth
-// (F16/BF16) and >= 80% (FP8) on 7B-shaped matrices. At n = 8 the float activation reads from L1
-// become the limit (16 bytes of x per weight byte for FP8).
+// padded; y float [n][ldy]. FP8: one scale per row or per 16-column chunk (block_cols % 16 == 0
+// or >= n_cols, checked at upload), E4M3 decoded in software. Bound: memory at n = 1; measured on
+// the H200: F16/BF16 84-103% of 4.3 TB/s on 7B-shaped matrices (goal 85%); FP8 36-41% (goal 80%:
+// the software decode makes it issue-bound). At n = 8 the float activation reads from L1 become
+// the limit (16 bytes of x per weight byte for FP8).
 template <DType T, int NT>
 __global__ void __launch_bounds__(kThreads) matvec_float_kernel(DeviceMatrix w, const float* __restrict__ xs,
                                                                 int64_t kpad, int n, float* __restrict__ y,
@@ -245,14 +248,24 @@ __global__ void __launch_bounds__(kThreads) matvec_float_kernel(DeviceMatrix w, 
   reduce_store<NT>(acc, n, y, ldy, row, w.n_rows);
 }
 
-// Threads per row: about 8 or more chunks per thread (long-lived threads, several loads in
-// flight each, few blocks), at least a warp, at most the block. DUET_MATVEC_THREADS_PER_ROW (32, 64
-// or 128) overrides it, for benchmarking.
-int threads_per_row(int64_t n_chunks) {
+// Threads per row, from the H200 sweeps (2026-11-29, Qwen2-7B shapes, n = 1): block-quantized
+// types do best with a warp per row up to 48 chunks, two up to 160, four beyond (Q4_K 40-58%, Q6_K
+// 48-66%, Q8_0 70-100% of 4.3 TB/s); F16/BF16 with two warps from 49 chunks (84-103%); FP8, whose
+// software E4M3 decode makes it issue-bound, with one warp (36-41%). DUET_MATVEC_THREADS_PER_ROW
+// (32, 64 or 128) overrides the choice, for benchmarking.
+int forced_threads_per_row() {
   const char* e = std::getenv("DUET_MATVEC_THREADS_PER_ROW");
-  const int forced = e ? std::atoi(e) : 0;
-  if (forced == 32 || forced == 64 || forced == 128) return forced;
-  return n_chunks < 512 ? 32 : (n_chunks < 1024 ? 64 : 128);
+  const int v = e ? std::atoi(e) : 0;
+  return v == 32 || v == 64 || v == 128 ? v : 0;
+}
+int threads_per_row_quant(int64_t n_chunks) {
+  if (const int f = forced_threads_per_row()) return f;
+  return n_chunks <= 48 ? 32 : (n_chunks <= 160 ? 64 : 128);
+}
+int threads_per_row_float(DType t, int64_t n_chunks) {
+  if (const int f = forced_threads_per_row()) return f;
+  if (t == DType::kF8_E4M3) return 32;
+  return n_chunks <= 48 ? 32 : 64;
 }
 
 template <typename F>
@@ -267,8 +280,7 @@ template <DType T>
 void matvec_q8_typed(const DeviceMatrix& w, const int8_t* xq, const float4* xm, int n, float* y, int64_t ldy,
                      cudaStream_t s) {
   const QView v{static_cast<const uint8_t*>(w.data), w.n_rows, w.n_cols / QT<T>::kBlock, w.row_bytes};
-  const int64_t n_items = w.n_cols / 32 / quant::kWideChunks<T>;
-  const int tpr = threads_per_row(n_items * 2);  // a wide item is about two chunks' work
+  const int tpr = threads_per_row_quant(w.n_cols / 32 / quant::kWideChunks<T>);
   const dim3 block(tpr, kThreads / tpr);
   const dim3 grid(static_cast<unsigned>((w.n_rows + block.y - 1) / block.y));
   dispatch_nt(n, [&](auto nt) {
@@ -280,8 +292,7 @@ void matvec_q8_typed(const DeviceMatrix& w, const int8_t* xq, const float4* xm, 
 template <DType T>
 void matvec_float_typed(const DeviceMatrix& w, const float* xs, int64_t kpad, int n, float* y, int64_t ldy,
                         cudaStream_t s) {
-  const int64_t nch = static_cast<int64_t>(w.row_bytes / 16);
-  const int tpr = threads_per_row(nch);
+  const int tpr = threads_per_row_float(T, static_cast<int64_t>(w.row_bytes / 16));
   const dim3 block(tpr, kThreads / tpr);
   const dim3 grid(static_cast<unsigned>((w.n_rows + block.y - 1) / block.y));
   dispatch_nt(n, [&](auto nt) {

@@ -301,13 +301,12 @@ __device__ __forceinline__ void load_chunk(const QView& v, int64_t row, int64_t 
   load_chunk_at<T>(v, row, chunk / QT<T>::kChunks, static_cast<int>(chunk % QT<T>::kChunks), ch);
 }
 
-// Chunks of one block that share loaded bytes (decode kernels give them to one thread): Q4_K/Q5_K
-// chunk pairs read the same qs bytes (low and high nibbles); Q2_K/Q3_K/Q6_K chunks 4h..4h+3 read
-// the same qs/qh bytes at different shifts.
+// Chunks of one block that one decode thread takes together. Q4_K/Q5_K chunk pairs read the same
+// qs bytes and Q2_K/Q3_K/Q6_K chunks 4h..4h+3 the same qs/qh bytes, but giving them to one thread
+// (2 or 4 chunks) measured slower on the H200 (Q6_K 31-39% of HBM bandwidth against 48-66% with
+// one chunk a thread: fewer threads, more registers, less in flight), so every type uses 1.
 template <DType T>
-constexpr int kWideChunks = (T == DType::kQ4_K || T == DType::kQ5_K)                            ? 2
-                            : (T == DType::kQ2_K || T == DType::kQ3_K || T == DType::kQ6_K) ? 4
-                                                                                              : 1;
+constexpr int kWideChunks = 1;
 
 // Element e of a decoded chunk as dequantize_row computes it (exact float operations).
 __device__ __forceinline__ float chunk_value(const Chunk& ch, int e) {
