@@ -8,7 +8,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-.devcarry/gpu}
 archs=${DUET_CUDA_ARCHS:-90}
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DDUET_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$archs" >/dev/null
+# The CUDA 12+/13 toolkit (NVIDIA's default prefix), not Debian's 11.8 that build-sm70.sh may add.
+nvcc=${CUDACXX:-/usr/local/cuda/bin/nvcc}
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DDUET_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$archs" \
+  -DCMAKE_CUDA_COMPILER="$nvcc" >/dev/null
 ninja -C build-gpu -j"${DUET_JOBS:-2}" duet $(ninja -C build-gpu -t targets all | grep -o '^duet_gpu_[a-z_]*' | sort -u)
 rm -rf "$out"
 mkdir -p "$out/tokenizers"

@@ -47,13 +47,13 @@ if want tests; then
   for t in "$bin"/duet_gpu_*; do
     [ "$(basename "$t")" = duet_gpu_model ] && continue
     echo "== $(basename "$t")"
-    "$t" --gtest_brief=1 2>&1 | tee "$out/$(basename "$t").log" | grep -E '^\[|FAILED|Failure|bench|GB/s|TFLOP' | head -80
-    [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+    "$t" --gtest_brief=1 >"$out/$(basename "$t").log" 2>&1 || status=1
+    grep -E '^\[|FAILED|Failure|bench|GB/s|TFLOP' "$out/$(basename "$t").log" | head -80
   done
   if [ -x "$bin/duet_gpu_model" ]; then
     echo "== duet_gpu_model (tiny models)"
-    "$bin/duet_gpu_model" --gtest_filter='Archs/*' 2>&1 | tee "$out/duet_gpu_model_tiny.log" | grep -E '^\[parity\]|FAILED|Failure|PASSED' | head -60
-    [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+    "$bin/duet_gpu_model" --gtest_filter='Archs/*' >"$out/duet_gpu_model_tiny.log" 2>&1 || status=1
+    grep -E '^\[parity\]|FAILED|PASSED' "$out/duet_gpu_model_tiny.log" | head -60
   fi
 fi
 
@@ -80,9 +80,9 @@ if want models; then
     [ -e "$work/$f" ] && list="$list,$work/$f"
   done
   echo "== duet_gpu_model (synth models of real shapes)"
-  DUET_GPU_PARITY_MODELS=${list#,} "$bin/duet_gpu_model" --gtest_filter='Listed*' 2>&1 | tee "$out/duet_gpu_model_listed.log" |
-    grep -E '^\[parity\]|FAILED|Failure|PASSED' | head -60
-  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+  DUET_GPU_PARITY_MODELS=${DUET_GPU_PARITY_MODELS:-${list#,}} "$bin/duet_gpu_model" --gtest_filter='Listed*' \
+    >"$out/duet_gpu_model_listed.log" 2>&1 || status=1
+  grep -E '^\[parity\]|FAILED|PASSED' "$out/duet_gpu_model_listed.log" | head -60
 fi
 
 if want bench; then
@@ -102,6 +102,9 @@ if want bench; then
   b "FP8 weight-only" q7-fp8ch --fp8 weight-only
   b "FP8 native" q7-fp8ch --fp8 native
   DUET_KERNELS=generic b "Q4_K_M generic" q7-q4km.gguf
+  for f in q7-q4km.gguf q7-bf16.gguf; do  # where decode time goes, op by op (eager)
+    DUET_CUDA_PROFILE=1 "$duet" bench -m "$work/$f" -p 0 -n 32 -r 1 2>>"$out/bench.err" | tee "$out/profile-$f.txt"
+  done
   if [ -n "${LLAMA_WHEEL:-}" ] && [ -e "$LLAMA_WHEEL" ]; then
     echo "== llama.cpp on the same files"
     python3 -m pip install -q --no-index --no-deps --target /tmp/duet-llsite "$LLAMA_WHEEL" "$(dirname "$LLAMA_WHEEL")"/*.whl 2>&1 | tail -1

@@ -46,6 +46,9 @@ class ForwardModel {
   // logits: output_rows.size() x vocab_size floats (host memory). Bad ids, positions or block
   // ids in the batch return kInvalidArgument before anything is computed.
   virtual Status forward(const ForwardBatch& batch, float* logits) = 0;
+
+  // Time per op when the backend was asked to measure it (CUDA: DUET_CUDA_PROFILE=1), else "".
+  virtual std::string profile_report() const { return ""; }
 };
 
 // Checks a batch against the cache geometry and vocabulary (shared by the backends).

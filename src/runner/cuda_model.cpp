@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <tuple>
@@ -64,6 +65,11 @@ struct CudaModel::Impl {
   DeviceInfo dev;
   ArchTraits tr;
   GeluMode gelu = GeluMode::kExact;
+  // The attention kernels take head_dim 64/128/256; other head dims (the tiny test models) are
+  // zero-padded to the next of those: padded q and k dims add nothing to the scores, padded v
+  // dims produce outputs that are dropped.
+  int attn_hd = 0;
+  DeviceBuffer qp, kp, vp, ap;
   cudaStream_t stream = nullptr;
   std::unique_ptr<MatmulContext> mm;
 
@@ -83,13 +89,48 @@ struct CudaModel::Impl {
 
   // Decode graphs by (n_tokens, n_seqs, max_blocks, n_out).
   struct Graph {
+    int seen = 0;  // the first step of a shape runs eagerly (kernels set their attributes then)
     cudaGraphExec_t exec = nullptr;
   };
   std::map<std::tuple<int, int, int, int>, Graph> graphs;
 
+  // DUET_CUDA_PROFILE=1: every forward runs eagerly with an event after each op; the time
+  // between consecutive events is added to that op's total (profile_report()).
+  bool profile = false;
+  std::vector<cudaEvent_t> events;
+  std::vector<const char*> event_names;
+  size_t n_marks = 0;
+  std::map<std::string, std::pair<double, int64_t>> op_ms;  // name -> (ms, launches)
+  int64_t profiled_forwards = 0;
+  void mark(const char* name) {
+    if (!profile) return;
+    if (n_marks == events.size()) {
+      cudaEvent_t e;
+      DUET_CUDA_CHECK(cudaEventCreate(&e));
+      events.push_back(e);
+      event_names.push_back(name);
+    }
+    event_names[n_marks] = name;
+    DUET_CUDA_CHECK(cudaEventRecord(events[n_marks++], stream));
+  }
+  void collect_profile() {
+    if (!profile || n_marks == 0) return;
+    DUET_CUDA_CHECK(cudaEventSynchronize(events[n_marks - 1]));
+    for (size_t i = 1; i < n_marks; ++i) {
+      float ms = 0;
+      DUET_CUDA_CHECK(cudaEventElapsedTime(&ms, events[i - 1], events[i]));
+      auto& t = op_ms[event_names[i]];
+      t.first += ms;
+      ++t.second;
+    }
+    n_marks = 0;
+    ++profiled_forwards;
+  }
+
   ~Impl() {
     for (auto& [key, g] : graphs)
       if (g.exec) cudaGraphExecDestroy(g.exec);
+    for (cudaEvent_t e : events) cudaEventDestroy(e);
     if (stream) cudaStreamDestroy(stream);
   }
 
@@ -116,6 +157,13 @@ struct CudaModel::Impl {
     o.resize(n * d * f);
     gate.resize(n * hp.d_ff * f);
     up.resize(n * hp.d_ff * f);
+    if (attn_hd != int(hp.head_dim)) {
+      const size_t pq = n * hp.n_heads * attn_hd * f, pkv = n * hp.n_kv_heads * attn_hd * f;
+      for (auto [buf, bytes] : {std::pair{&qp, pq}, {&kp, pkv}, {&vp, pkv}, {&ap, pq}}) {
+        buf->resize(bytes);
+        DUET_CUDA_CHECK(cudaMemsetAsync(buf->data(), 0, bytes, stream));  // the pad columns stay zero
+      }
+    }
     final_x.resize(size_t(cap_out) * d * f);
     logits.resize(size_t(cap_out) * hp.vocab_size * f);
     const int64_t max_cols = std::max<int64_t>({int64_t(d), int64_t(qd), int64_t(hp.d_ff)});
@@ -130,7 +178,7 @@ struct CudaModel::Impl {
     c.v = layers[il].v_cache.data();
     c.kv_block_size = static_cast<int>(opt.kv_block_size);
     c.n_kv_heads = static_cast<int>(w.hp.n_kv_heads);
-    c.head_dim = static_cast<int>(w.hp.head_dim);
+    c.head_dim = attn_hd;
     return c;
   }
 
@@ -150,9 +198,11 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
   float *A = attn.as<float>(), *O = o.as<float>(), *G = gate.as<float>(), *U = up.as<float>();
 
   launch_rms_norm(X, d, fptr(L.attn_norm), hp.rms_eps, d, n, XN, d, s);
+  mark("norm");
   mm->matmul(L.wq.m, XN, d, n, Q, qd, s);
   mm->matmul(L.wk.m, XN, d, n, K, kvd, s);
   mm->matmul(L.wv.m, XN, d, n, V, kvd, s);
+  mark("matmul qkv");
   if (tr.qkv_bias) {
     launch_add_bias(Q, qd, fptr(L.bq), qd, n, s);
     launch_add_bias(K, kvd, fptr(L.bk), kvd, n, s);
@@ -170,23 +220,40 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
     const float q_scale = 1.0f / std::sqrt(hp.query_pre_attn_scalar > 0 ? hp.query_pre_attn_scalar : float(hd));
     launch_scale(Q, q_scale, int64_t(n) * qd, s);
   }
+  mark("bias/qk-norm/rope");
   const PagedKvCache kv = kv_layer(il);
-  launch_kv_write(kv, ab, K, kvd, V, kvd, s);
   const float score_scale = tr.q_prescale ? 1.0f : 1.0f / std::sqrt(float(hd));
   const int window = swa && hp.sliding_window > 0 ? int(hp.sliding_window) : 0;
-  launch_attention(kv, ab, Q, qd, int(nh), score_scale, window, A, qd, s);
+  if (attn_hd == hd) {
+    launch_kv_write(kv, ab, K, kvd, V, kvd, s);
+    launch_attention(kv, ab, Q, qd, int(nh), score_scale, window, A, qd, s);
+  } else {
+    const size_t row = hd * sizeof(float), prow = attn_hd * sizeof(float);
+    DUET_CUDA_CHECK(cudaMemcpy2DAsync(qp.data(), prow, Q, row, row, size_t(n) * nh, cudaMemcpyDeviceToDevice, s));
+    DUET_CUDA_CHECK(cudaMemcpy2DAsync(kp.data(), prow, K, row, row, size_t(n) * nkv, cudaMemcpyDeviceToDevice, s));
+    DUET_CUDA_CHECK(cudaMemcpy2DAsync(vp.data(), prow, V, row, row, size_t(n) * nkv, cudaMemcpyDeviceToDevice, s));
+    launch_kv_write(kv, ab, kp.as<float>(), nkv * attn_hd, vp.as<float>(), nkv * attn_hd, s);
+    launch_attention(kv, ab, qp.as<float>(), nh * attn_hd, int(nh), score_scale, window, ap.as<float>(), nh * attn_hd, s);
+    DUET_CUDA_CHECK(cudaMemcpy2DAsync(A, row, ap.data(), prow, row, size_t(n) * nh, cudaMemcpyDeviceToDevice, s));
+  }
 
+  mark("kv write + attention");
   mm->matmul(L.wo.m, A, qd, n, O, d, s);
+  mark("matmul o");
   if (tr.post_norms) launch_rms_norm(O, d, fptr(L.post_attn_norm), hp.rms_eps, d, n, O, d, s);
-  launch_add(X, O, int64_t(n) * d, s);
-  launch_rms_norm(X, d, fptr(L.ffn_norm), hp.rms_eps, d, n, XN, d, s);
+  launch_add_rms_norm(X, O, fptr(L.ffn_norm), hp.rms_eps, d, n, XN, s);  // x += o; xn = rms(x)
 
+  mark("norm");
   mm->matmul(L.w_gate.m, XN, d, n, G, ff, s);
   mm->matmul(L.w_up.m, XN, d, n, U, ff, s);
+  mark("matmul gate+up");
   launch_gated_activation(tr.act, gelu, G, U, G, int64_t(n) * ff, s);
+  mark("activation");
   mm->matmul(L.w_down.m, G, ff, n, O, d, s);
+  mark("matmul down");
   if (tr.post_norms) launch_rms_norm(O, d, fptr(L.post_ffn_norm), hp.rms_eps, d, n, O, d, s);
   launch_add(X, O, int64_t(n) * d, s);
+  mark("norm");
 }
 
 void CudaModel::Impl::run_forward(int n, int n_out, const AttentionBatch& ab, const int32_t* tokens_dev,
@@ -194,7 +261,9 @@ void CudaModel::Impl::run_forward(int n, int n_out, const AttentionBatch& ab, co
   const HParams& hp = w.hp;
   const int64_t d = hp.d_model;
   const float emb_scale = tr.embed_scale ? std::sqrt(static_cast<float>(d)) : 1.0f;
+  mark("start");
   mm->get_rows(tok_embd.m, tokens_dev, n, emb_scale, x.as<float>(), stream);
+  mark("embedding");
   for (uint32_t il = 0; il < hp.n_layers; ++il) layer_forward(il, n, ab, positions_dev);
   if (n_out == 0) return;
   int row = 0;
@@ -203,7 +272,9 @@ void CudaModel::Impl::run_forward(int n, int n_out, const AttentionBatch& ab, co
                     final_x.as<float>() + int64_t(row) * d, d, stream);
     row += count;
   }
+  mark("norm");
   mm->matmul(*output, final_x.as<float>(), d, n_out, logits.as<float>(), hp.vocab_size, stream);
+  mark("matmul output");
 }
 
 CudaModel::CudaModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -244,8 +315,9 @@ Result<std::unique_ptr<CudaModel>> CudaModel::create(ModelWeights weights, const
   if (opt.kv_dtype != DType::kF16 && opt.kv_dtype != DType::kF32) return invalid_argument("KV cache type must be F16 or F32");
   if (opt.kv_block_size == 0 || opt.kv_block_size > 4096)
     return invalid_argument("kv_block_size " + std::to_string(opt.kv_block_size) + " not in 1..4096");
-  if (hp.head_dim != 64 && hp.head_dim != 128 && hp.head_dim != 256)
-    return invalid_argument("head_dim " + std::to_string(hp.head_dim) + " not supported by the CUDA attention (64, 128, 256)");
+  if (hp.head_dim > 256 || hp.head_dim % 2 != 0)
+    return invalid_argument("head_dim " + std::to_string(hp.head_dim) + " not supported by the CUDA attention (even, <= 256)");
+  m.attn_hd = hp.head_dim <= 64 ? 64 : hp.head_dim <= 128 ? 128 : 256;
   if (opt.max_context == 0) opt.max_context = std::min<uint32_t>(hp.context_length ? hp.context_length : 4096, 4096);
   if (opt.max_seqs == 0) opt.max_seqs = 1;
   if (opt.n_kv_blocks == 0) {
@@ -258,10 +330,11 @@ Result<std::unique_ptr<CudaModel>> CudaModel::create(ModelWeights weights, const
   const bool llamacpp = opt.numerics == Numerics::kLlamaCpp || (opt.numerics == Numerics::kAuto && weights.source == "gguf");
   m.gelu = llamacpp ? GeluMode::kF16Table : GeluMode::kExact;
   m.tr = traits_of(hp.arch);
+  if (const char* p = std::getenv("DUET_CUDA_PROFILE"); p && *p && std::strcmp(p, "0") != 0) m.profile = true;
 
   // Memory plan: weights (as stored) + KV cache must fit in what the device has free.
   const uint64_t elem = opt.kv_dtype == DType::kF16 ? 2 : 4;
-  const uint64_t kv_layer_bytes = uint64_t{opt.n_kv_blocks} * opt.kv_block_size * hp.n_kv_heads * hp.head_dim * elem;
+  const uint64_t kv_layer_bytes = uint64_t{opt.n_kv_blocks} * opt.kv_block_size * hp.n_kv_heads * m.attn_hd * elem;
   const uint64_t kv_bytes = kv_layer_bytes * 2 * hp.n_layers;
   uint64_t w_bytes = 0;
   auto mat_bytes = [](const WeightMatrix& wm) { return static_cast<uint64_t>(wm.n_rows) * wm.row_bytes; };
@@ -377,7 +450,7 @@ Status CudaModel::forward(const ForwardBatch& b, float* logits_out) {
   // Output rows must then be every token in order, and block tables are padded to the most
   // blocks a sequence can have, so that the graph's shape stays fixed as contexts grow.
   const bool all_rows = runs.size() == 1 && runs[0].first == 0 && runs[0].second == n;
-  const bool decode = m.opt.cuda_graphs && max_seq_tokens == 1 && n <= 256 && all_rows;
+  const bool decode = m.opt.cuda_graphs && !m.profile && max_seq_tokens == 1 && n <= 256 && all_rows;
   if (decode)
     max_blocks = std::max<int>(max_blocks, int((m.opt.max_context + m.opt.kv_block_size - 1) / m.opt.kv_block_size));
   const int grid_kv_len = decode ? max_blocks * int(m.opt.kv_block_size) : max_kv_len;
@@ -402,7 +475,7 @@ Status CudaModel::forward(const ForwardBatch& b, float* logits_out) {
     m.meta_dev.resize(total * sizeof(int32_t));
     m.meta_cap = total;
   }
-  const size_t scratch = attention_scratch_bytes(n, int(hp.n_heads), int(hp.head_dim), grid_kv_len);
+  const size_t scratch = attention_scratch_bytes(n, int(hp.n_heads), m.attn_hd, grid_kv_len);
   if (scratch > m.attn_scratch.bytes()) {
     m.drop_graphs();
     m.attn_scratch.resize(scratch);
@@ -424,19 +497,20 @@ Status CudaModel::forward(const ForwardBatch& b, float* logits_out) {
   ab.scratch_bytes = m.attn_scratch.bytes();
 
   if (decode) {
-    auto key = std::make_tuple(n, n_seqs, max_blocks, n_out);
-    auto it = m.graphs.find(key);
-    if (it == m.graphs.end()) {
-      cudaGraph_t g = nullptr;
-      DUET_CUDA_CHECK(cudaStreamBeginCapture(m.stream, cudaStreamCaptureModeThreadLocal));
+    Impl::Graph& gr = m.graphs[std::make_tuple(n, n_seqs, max_blocks, n_out)];
+    if (gr.seen++ == 0) {
       m.run_forward(n, n_out, ab, md + off_tok, md + off_pos, runs);
-      DUET_CUDA_CHECK(cudaStreamEndCapture(m.stream, &g));
-      Impl::Graph gr;
-      DUET_CUDA_CHECK(cudaGraphInstantiate(&gr.exec, g, 0));
-      DUET_CUDA_CHECK(cudaGraphDestroy(g));
-      it = m.graphs.emplace(key, gr).first;
+    } else {
+      if (!gr.exec) {
+        cudaGraph_t g = nullptr;
+        DUET_CUDA_CHECK(cudaStreamBeginCapture(m.stream, cudaStreamCaptureModeThreadLocal));
+        m.run_forward(n, n_out, ab, md + off_tok, md + off_pos, runs);
+        DUET_CUDA_CHECK(cudaStreamEndCapture(m.stream, &g));
+        DUET_CUDA_CHECK(cudaGraphInstantiate(&gr.exec, g, 0));
+        DUET_CUDA_CHECK(cudaGraphDestroy(g));
+      }
+      DUET_CUDA_CHECK(cudaGraphLaunch(gr.exec, m.stream));
     }
-    DUET_CUDA_CHECK(cudaGraphLaunch(it->second.exec, m.stream));
   } else {
     m.run_forward(n, n_out, ab, md + off_tok, md + off_pos, runs);
   }
@@ -444,7 +518,26 @@ Status CudaModel::forward(const ForwardBatch& b, float* logits_out) {
     DUET_CUDA_CHECK(cudaMemcpyAsync(logits_out, m.logits.data(), size_t(n_out) * hp.vocab_size * sizeof(float),
                                     cudaMemcpyDeviceToHost, m.stream));
   DUET_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+  m.collect_profile();
   return Status::ok();
+}
+
+std::string CudaModel::profile_report() const {
+  const Impl& m = *impl_;
+  if (!m.profile || m.profiled_forwards == 0) return "";
+  double total = 0;
+  for (const auto& [name, t] : m.op_ms) total += t.first;
+  std::vector<std::pair<double, std::string>> rows;
+  for (const auto& [name, t] : m.op_ms) rows.emplace_back(t.first, name);
+  std::sort(rows.rbegin(), rows.rend());
+  std::string out = "GPU time by op over " + std::to_string(m.profiled_forwards) + " forwards (eager, DUET_CUDA_PROFILE):\n";
+  char line[160];
+  for (const auto& [ms, name] : rows) {
+    std::snprintf(line, sizeof line, "  %-22s %10.3f ms %6.1f%%  %8.1f us/forward\n", name.c_str(), ms, 100 * ms / total,
+                  1e3 * ms / m.profiled_forwards);
+    out += line;
+  }
+  return out;
 }
 
 }  // namespace duet::cuda

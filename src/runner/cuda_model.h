@@ -45,6 +45,7 @@ class CudaModel : public ForwardModel {
   uint32_t max_context() const override;
   std::string device_name() const override;
   Status forward(const ForwardBatch& batch, float* logits) override;
+  std::string profile_report() const override;
 
   const DeviceInfo& device() const;
   Fp8Mode fp8_mode() const;

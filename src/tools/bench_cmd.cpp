@@ -123,6 +123,7 @@ int run_bench_cmd(int argc, char** argv) {
   for (auto [b, ms] : r->batch_step_ms)
     std::printf("step x%-4d %9.3f ms %8.1f tok/s\n", b, ms, b * 1e3 / ms);
   std::fprintf(stderr, "duet bench: %.1f s\n", now_seconds() - t0);
+  if (std::string prof = fm.profile_report(); !prof.empty()) std::printf("%s", prof.c_str());
   return 0;
 }
 

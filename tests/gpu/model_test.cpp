@@ -11,11 +11,14 @@
 //  - F32 weights: both backends compute in float32 but sum in different orders, and the GPU's
 //    prompt path may run F16/TF32 tensor cores: 1e-2 covers F16 rounding of activations (2^-11
 //    relative per element, growing over layers), measured values are printed.
-//  - F16 / BF16 / Q8_0 / K-quants / FP8: the CPU quantizes each matmul input to 8 bits per block
-//    (Q8_0 / Q8_K, llama.cpp's numerics) and the GPU rounds it its own way (q8_1 blocks of 32,
-//    or F16/BF16 for tensor cores); two independent roundings of ~2^-8 relative error per
-//    element give logits that differ by a few percent after tens of layers: bound 5e-2 (BF16 and
-//    FP8 inputs carry 2^-8 and 2^-4 steps: 8e-2).
+//  - F16 / BF16 / FP8: float weights; the GPU rounds prompt activations to F16/BF16 (FP8 native:
+//    E4M3) for its tensor cores, the CPU does not: bound 8e-2 (measured <= 4.5e-2, FP8 native
+//    prefill).
+//  - Q4_0..Q8_0 and K-quants: the CPU quantizes each matmul input to 8 bits per block (Q8_K per
+//    256 / Q8_0 per 32, llama.cpp's numerics) and the GPU its own way (int8 per 32 for dp4a, F16
+//    for tensor cores). Two independent roundings of ~0.4% per element in each of the ~200
+//    matmuls of a 28-layer model accumulate like a random walk (sqrt(200) * 0.4% * sqrt(2) ~ 8%):
+//    measured 1e-2 (qwen2-0.5b) to 6.8e-2 (qwen2-7b); bound 1e-1.
 // Top-1: wherever the CPU's margin between its two best logits exceeds 4x the row's allowed RMS
 // error (bound * rms(cpu row)), the GPU's top-1 must be the CPU's.
 #include <gtest/gtest.h>
@@ -83,9 +86,10 @@ void compare_rows(const std::vector<float>& gpu, const std::vector<float>& cpu, 
 double bound_for(DType main) {
   switch (main) {
     case DType::kF32: return 1e-2;
+    case DType::kF16:
     case DType::kBF16:
     case DType::kF8_E4M3: return 8e-2;
-    default: return 5e-2;
+    default: return 1e-1;
   }
 }
 
