@@ -102,6 +102,7 @@ if want bench; then
   b "FP8 weight-only" q7-fp8ch --fp8 weight-only
   b "FP8 native" q7-fp8ch --fp8 native
   DUET_KERNELS=generic b "Q4_K_M generic" q7-q4km.gguf
+  DUET_CUDA_NO_FUSE=1 b "Q4_K_M unfused qkv/gate-up" q7-q4km.gguf
   for f in q7-q4km.gguf q7-bf16.gguf; do  # where decode time goes, op by op (eager)
     DUET_CUDA_PROFILE=1 "$duet" bench -m "$work/$f" -p 0 -n 32 -r 1 2>>"$out/bench.err" | tee "$out/profile-$f.txt"
   done

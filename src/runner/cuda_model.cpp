@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <tuple>
 #include <vector>
 
@@ -27,6 +28,29 @@ DeviceBuffer upload_floats(const std::vector<float>& v) {
   b.resize(v.size() * sizeof(float));
   DUET_CUDA_CHECK(cudaMemcpy(b.data(), v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice));
   return b;
+}
+
+// Rows of several matrices of one type and width stacked into one host matrix (the bytes are
+// copied from the mapping into `buf`, which must outlive the upload). Null when they differ in
+// type or width, or are FP8 (their scales would need merging too).
+std::optional<WeightMatrix> stack_rows(std::initializer_list<const WeightMatrix*> ms, std::vector<uint8_t>* buf) {
+  const WeightMatrix& a = **ms.begin();
+  int64_t rows = 0;
+  for (const WeightMatrix* m : ms) {
+    if (m->dtype != a.dtype || m->n_cols != a.n_cols || m->row_bytes != a.row_bytes || m->dtype == DType::kF8_E4M3)
+      return std::nullopt;
+    rows += m->n_rows;
+  }
+  buf->resize(static_cast<size_t>(rows) * a.row_bytes);
+  size_t off = 0;
+  for (const WeightMatrix* m : ms) {
+    std::memcpy(buf->data() + off, m->data, static_cast<size_t>(m->n_rows) * m->row_bytes);
+    off += static_cast<size_t>(m->n_rows) * m->row_bytes;
+  }
+  WeightMatrix w = a;
+  w.data = buf->data();
+  w.n_rows = rows;
+  return w;
 }
 
 // Pinned host memory for the batch description (one async upload per forward).
@@ -51,6 +75,10 @@ class PinnedInts {
 
 struct DeviceLayer {
   DeviceWeight wq, wk, wv, wo, w_gate, w_up, w_down;
+  // Fused products (one launch, one activation quantization, better occupancy on the small k/v
+  // matrices): [wq; wk; wv] and [w_gate; w_up] stacked by rows, where the types allow.
+  DeviceWeight wqkv, wgu;
+  bool fused_qkv = false, fused_gu = false;
   DeviceBuffer attn_norm, ffn_norm, post_attn_norm, post_ffn_norm, q_norm, k_norm, bq, bk, bv;
   DeviceBuffer k_cache, v_cache;
 };
@@ -82,6 +110,7 @@ struct CudaModel::Impl {
   // Activation scratch for up to cap_tokens tokens, and cap_out logit rows.
   int cap_tokens = 0, cap_out = 0;
   DeviceBuffer x, xn, q, k, v, attn, o, gate, up, final_x, logits;
+  DeviceBuffer qkv, gu;  // outputs of the fused products
   DeviceBuffer attn_scratch;
   DeviceBuffer meta_dev;
   size_t meta_cap = 0;
@@ -157,6 +186,8 @@ struct CudaModel::Impl {
     o.resize(n * d * f);
     gate.resize(n * hp.d_ff * f);
     up.resize(n * hp.d_ff * f);
+    qkv.resize(n * (qd + 2 * kvd) * f);
+    gu.resize(n * 2 * hp.d_ff * f);
     if (attn_hd != int(hp.head_dim)) {
       const size_t pq = n * hp.n_heads * attn_hd * f, pkv = n * hp.n_kv_heads * attn_hd * f;
       for (auto [buf, bytes] : {std::pair{&qp, pq}, {&kp, pkv}, {&vp, pkv}, {&ap, pq}}) {
@@ -199,24 +230,35 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
 
   launch_rms_norm(X, d, fptr(L.attn_norm), hp.rms_eps, d, n, XN, d, s);
   mark("norm");
-  mm->matmul(L.wq.m, XN, d, n, Q, qd, s);
-  mm->matmul(L.wk.m, XN, d, n, K, kvd, s);
-  mm->matmul(L.wv.m, XN, d, n, V, kvd, s);
+  // Q, K, V rows of token t at Q + t * ldq etc.: separate buffers, or slices of the fused output.
+  int64_t ldq = qd, ldkv = kvd;
+  if (L.fused_qkv) {
+    const int64_t ld = qd + 2 * kvd;
+    mm->matmul(L.wqkv.m, XN, d, n, qkv.as<float>(), ld, s);
+    Q = qkv.as<float>();
+    K = Q + qd;
+    V = K + kvd;
+    ldq = ldkv = ld;
+  } else {
+    mm->matmul(L.wq.m, XN, d, n, Q, qd, s);
+    mm->matmul(L.wk.m, XN, d, n, K, kvd, s);
+    mm->matmul(L.wv.m, XN, d, n, V, kvd, s);
+  }
   mark("matmul qkv");
   if (tr.qkv_bias) {
-    launch_add_bias(Q, qd, fptr(L.bq), qd, n, s);
-    launch_add_bias(K, kvd, fptr(L.bk), kvd, n, s);
-    launch_add_bias(V, kvd, fptr(L.bv), kvd, n, s);
+    launch_add_bias(Q, ldq, fptr(L.bq), qd, n, s);
+    launch_add_bias(K, ldkv, fptr(L.bk), kvd, n, s);
+    launch_add_bias(V, ldkv, fptr(L.bv), kvd, n, s);
   }
-  if (tr.qk_norm) {
+  if (tr.qk_norm) {  // never fused: rows of heads are contiguous here
     launch_rms_norm(Q, hd, fptr(L.q_norm), hp.rms_eps, hd, int64_t(n) * nh, Q, hd, s);
     launch_rms_norm(K, hd, fptr(L.k_norm), hp.rms_eps, hd, int64_t(n) * nkv, K, hd, s);
   }
   const float theta = swa ? hp.rope_theta_local : hp.rope_theta;
   const float* ffac = fptr(rope_freqs);
-  launch_rope(Q, qd, n, int(nh), int(hd), positions_dev, theta, ffac, w.rope_style, s);
-  launch_rope(K, kvd, n, int(nkv), int(hd), positions_dev, theta, ffac, w.rope_style, s);
-  if (tr.q_prescale) {
+  launch_rope(Q, ldq, n, int(nh), int(hd), positions_dev, theta, ffac, w.rope_style, s);
+  launch_rope(K, ldkv, n, int(nkv), int(hd), positions_dev, theta, ffac, w.rope_style, s);
+  if (tr.q_prescale) {  // gemma3: has q/k norms, so Q is contiguous
     const float q_scale = 1.0f / std::sqrt(hp.query_pre_attn_scalar > 0 ? hp.query_pre_attn_scalar : float(hd));
     launch_scale(Q, q_scale, int64_t(n) * qd, s);
   }
@@ -225,8 +267,8 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
   const float score_scale = tr.q_prescale ? 1.0f : 1.0f / std::sqrt(float(hd));
   const int window = swa && hp.sliding_window > 0 ? int(hp.sliding_window) : 0;
   if (attn_hd == hd) {
-    launch_kv_write(kv, ab, K, kvd, V, kvd, s);
-    launch_attention(kv, ab, Q, qd, int(nh), score_scale, window, A, qd, s);
+    launch_kv_write(kv, ab, K, ldkv, V, ldkv, s);
+    launch_attention(kv, ab, Q, ldq, int(nh), score_scale, window, A, qd, s);
   } else {
     const size_t row = hd * sizeof(float), prow = attn_hd * sizeof(float);
     DUET_CUDA_CHECK(cudaMemcpy2DAsync(qp.data(), prow, Q, row, row, size_t(n) * nh, cudaMemcpyDeviceToDevice, s));
@@ -244,8 +286,21 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
   launch_add_rms_norm(X, O, fptr(L.ffn_norm), hp.rms_eps, d, n, XN, s);  // x += o; xn = rms(x)
 
   mark("norm");
-  mm->matmul(L.w_gate.m, XN, d, n, G, ff, s);
-  mm->matmul(L.w_up.m, XN, d, n, U, ff, s);
+  if (L.fused_gu) {
+    float* GU = gu.as<float>();
+    mm->matmul(L.wgu.m, XN, d, n, GU, 2 * ff, s);
+    if (n == 1) {
+      G = GU;
+      U = GU + ff;
+    } else {  // de-interleave the [gate | up] rows of each token for the element-wise kernel
+      const size_t row = ff * sizeof(float);
+      DUET_CUDA_CHECK(cudaMemcpy2DAsync(G, row, GU, 2 * row, row, n, cudaMemcpyDeviceToDevice, s));
+      DUET_CUDA_CHECK(cudaMemcpy2DAsync(U, row, GU + ff, 2 * row, row, n, cudaMemcpyDeviceToDevice, s));
+    }
+  } else {
+    mm->matmul(L.w_gate.m, XN, d, n, G, ff, s);
+    mm->matmul(L.w_up.m, XN, d, n, U, ff, s);
+  }
   mark("matmul gate+up");
   launch_gated_activation(tr.act, gelu, G, U, G, int64_t(n) * ff, s);
   mark("activation");
@@ -377,15 +432,33 @@ Result<std::unique_ptr<CudaModel>> CudaModel::create(ModelWeights weights, const
   m.output_norm = upload_floats(weights.output_norm);
   if (!weights.rope_freqs.empty()) m.rope_freqs = upload_floats(weights.rope_freqs);
   m.layers.resize(hp.n_layers);
+  const char* nf = std::getenv("DUET_CUDA_NO_FUSE");  // for comparing fused and separate products
+  const bool fuse = !(nf && *nf && std::strcmp(nf, "0") != 0);
   for (uint32_t il = 0; il < hp.n_layers; ++il) {
     const LayerWeights& L = weights.layers[il];
     DeviceLayer& D = m.layers[il];
-    DUET_RETURN_IF_ERROR(up(L.wq, &D.wq));
-    DUET_RETURN_IF_ERROR(up(L.wk, &D.wk));
-    DUET_RETURN_IF_ERROR(up(L.wv, &D.wv));
+    // q/k norms work on whole rows of heads, and padded head dims copy contiguous heads: those
+    // keep separate q, k, v outputs.
+    std::vector<uint8_t> stacked;
+    std::optional<WeightMatrix> qkv;
+    if (!m.tr.qk_norm && m.attn_hd == int(hp.head_dim) && fuse) qkv = stack_rows({&L.wq, &L.wk, &L.wv}, &stacked);
+    if (qkv) {
+      DUET_RETURN_IF_ERROR(up(*qkv, &D.wqkv));
+      D.fused_qkv = true;
+    } else {
+      DUET_RETURN_IF_ERROR(up(L.wq, &D.wq));
+      DUET_RETURN_IF_ERROR(up(L.wk, &D.wk));
+      DUET_RETURN_IF_ERROR(up(L.wv, &D.wv));
+    }
     DUET_RETURN_IF_ERROR(up(L.wo, &D.wo));
-    DUET_RETURN_IF_ERROR(up(L.w_gate, &D.w_gate));
-    DUET_RETURN_IF_ERROR(up(L.w_up, &D.w_up));
+    std::optional<WeightMatrix> gu = fuse ? stack_rows({&L.w_gate, &L.w_up}, &stacked) : std::nullopt;
+    if (gu) {
+      DUET_RETURN_IF_ERROR(up(*gu, &D.wgu));
+      D.fused_gu = true;
+    } else {
+      DUET_RETURN_IF_ERROR(up(L.w_gate, &D.w_gate));
+      DUET_RETURN_IF_ERROR(up(L.w_up, &D.w_up));
+    }
     DUET_RETURN_IF_ERROR(up(L.w_down, &D.w_down));
     D.attn_norm = upload_floats(L.attn_norm);
     D.ffn_norm = upload_floats(L.ffn_norm);
