@@ -523,35 +523,97 @@ TEST(MatmulBench, DecodeAndPrompt) {
   }
   MatmulContext ctx(dev, Fp8Mode::kAuto);
   MatmulContext ctx_wo(dev, Fp8Mode::kWeightOnly);
+  DeviceInfo gen = dev;
+  gen.path = KernelPath::kGeneric;
+  MatmulContext ctx_gen(gen, Fp8Mode::kWeightOnly);  // FP8 weight-only with the sm_70 decode
   ctx.reserve(max_n, 18944, 152064);
   ctx_wo.reserve(8, 18944, 152064);
+  ctx_gen.reserve(8, 18944, 152064);
 
-  const BenchType decode_types[] = {{DType::kQ4_K, "Q4_K"}, {DType::kQ6_K, "Q6_K"},   {DType::kQ8_0, "Q8_0"},
-                                    {DType::kF16, "F16"},   {DType::kBF16, "BF16"},   {DType::kF8_E4M3, "FP8-wo"}};
+  struct DecodeType {
+    DType dtype;
+    const char* name;
+    MatmulContext* ctx;
+    bool piece_kernel;  // Q4_K/Q6_K/FP8: kernels with DUET_MATVEC_VARIANT and a legacy kernel
+  };
+  const DecodeType decode_types[] = {
+      {DType::kQ4_K, "Q4_K", &ctx, true},           {DType::kQ6_K, "Q6_K", &ctx, true},
+      {DType::kF8_E4M3, "FP8-wo", &ctx_wo, true},   {DType::kF8_E4M3, "FP8-gen", &ctx_gen, true},
+      {DType::kQ8_0, "Q8_0", &ctx, false},          {DType::kF16, "F16", &ctx, false},
+      {DType::kBF16, "BF16", &ctx, false}};
   std::printf("\ndecode (bytes = weight bytes per product; %% of %.0f GB/s)\n", kHbmGBs);
+  std::string summary;
   for (const auto& bt : decode_types) {
     for (auto [rows, cols] : kQwenShapes) {
       BenchMatrix b = make_bench(bt.dtype, rows, cols, pool, size_t{512} << 20);
-      MatmulContext& c = bt.dtype == DType::kF8_E4M3 ? ctx_wo : ctx;
-      for (int n : {1, 8}) {
-        if (n == 8 && rows != 18944) continue;
+      MatmulContext& c = *bt.ctx;
+      for (int n : {1, 2, 4, 8}) {
+        if (n > 1 && rows != 18944) continue;
         const double t = time_calls(c, b, x, n, y, 30, s);
         const double gbs = b.bytes / t / 1e9;
         std::printf("  %-7s %6lld x %-6lld n=%d  %8.1f us  %7.0f GB/s  %5.1f%%\n", bt.name, (long long)rows,
                     (long long)cols, n, t * 1e6, gbs, 100 * gbs / kHbmGBs);
+        char line[160];
+        std::snprintf(line, sizeof line, "%-7s %6lld x %-6lld n=%d %6.0f GB/s %5.1f%%\n", bt.name, (long long)rows,
+                      (long long)cols, n, gbs, 100 * gbs / kHbmGBs);
+        summary += line;
       }
-      // Threads per row other than the launcher's choice (DUET_MATVEC_THREADS_PER_ROW), n = 1.
-      if (rows * cols >= int64_t{18944} * 3584) {
-        for (const char* tpr : {"32", "64", "128"}) {
-          setenv("DUET_MATVEC_THREADS_PER_ROW", tpr, 1);
-          const double t = time_calls(c, b, x, 1, y, 30, s);
-          const double gbs = b.bytes / t / 1e9;
-          std::printf("    threads/row %-3s  %8.1f us  %7.0f GB/s  %5.1f%%\n", tpr, t * 1e6, gbs, 100 * gbs / kHbmGBs);
+      // Variants (DUET_MATVEC_VARIANT: rows per group x loads in flight, see quant_matvec.cu) at
+      // n = 1 (and 2, 8 on the 18944-row shape); threads per row (DUET_MATVEC_THREADS_PER_ROW)
+      // on the short matrices; the legacy one-chunk-per-thread kernel.
+      if (bt.piece_kernel) {
+        for (int n : {1, 2, 8}) {
+          if (n > 1 && rows != 18944) continue;
+          for (const char* v : {"0", "1", "2", "3"}) {
+            setenv("DUET_MATVEC_VARIANT", v, 1);
+            const double t = time_calls(c, b, x, n, y, 30, s);
+            const double gbs = b.bytes / t / 1e9;
+            std::printf("    variant %s n=%d  %8.1f us  %7.0f GB/s  %5.1f%%\n", v, n, t * 1e6, gbs, 100 * gbs / kHbmGBs);
+          }
+          unsetenv("DUET_MATVEC_VARIANT");
         }
-        unsetenv("DUET_MATVEC_THREADS_PER_ROW");
+        if (rows <= 3584 && cols == 3584) {
+          for (const char* tpr : {"32", "64", "128"}) {
+            setenv("DUET_MATVEC_THREADS_PER_ROW", tpr, 1);
+            const double t = time_calls(c, b, x, 1, y, 30, s);
+            const double gbs = b.bytes / t / 1e9;
+            std::printf("    threads/row %-3s n=1  %8.1f us  %7.0f GB/s  %5.1f%%\n", tpr, t * 1e6, gbs, 100 * gbs / kHbmGBs);
+          }
+          unsetenv("DUET_MATVEC_THREADS_PER_ROW");
+        }
+        setenv("DUET_MATVEC_LEGACY", "1", 1);
+        for (int n : {1, 8}) {
+          if (n > 1 && rows != 18944) continue;
+          const double t = time_calls(c, b, x, n, y, 30, s);
+          const double gbs = b.bytes / t / 1e9;
+          std::printf("    legacy kernel n=%d  %8.1f us  %7.0f GB/s  %5.1f%%\n", n, t * 1e6, gbs, 100 * gbs / kHbmGBs);
+        }
+        unsetenv("DUET_MATVEC_LEGACY");
       }
       free_bench(b);
     }
+  }
+  std::printf("\ndecode summary (launcher defaults)\n%s", summary.c_str());
+  // The K-quant kernels without programmatic dependent launch after the activation quantizer
+  // (DUET_MATVEC_PDL=0; the launchers use it by default on the native sm_90 path).
+  if (dev.path == KernelPath::kNative && dev.sm >= 90) {
+    std::printf("\ndecode without programmatic dependent launch\n");
+    setenv("DUET_MATVEC_PDL", "0", 1);
+    for (const auto& bt : decode_types) {
+      if (bt.dtype != DType::kQ4_K && bt.dtype != DType::kQ6_K) continue;
+      for (auto [rows, cols] : kQwenShapes) {
+        BenchMatrix b = make_bench(bt.dtype, rows, cols, pool, size_t{512} << 20);
+        for (int n : {1, 8}) {
+          if (n > 1 && rows != 18944) continue;
+          const double t = time_calls(*bt.ctx, b, x, n, y, 30, s);
+          const double gbs = b.bytes / t / 1e9;
+          std::printf("  %-7s %6lld x %-6lld n=%d  %8.1f us  %7.0f GB/s  %5.1f%%  (no pdl)\n", bt.name, (long long)rows,
+                      (long long)cols, n, t * 1e6, gbs, 100 * gbs / kHbmGBs);
+        }
+        free_bench(b);
+      }
+    }
+    unsetenv("DUET_MATVEC_PDL");
   }
   const BenchType prompt_types[] = {{DType::kQ4_K, "Q4_K"}, {DType::kBF16, "BF16"}, {DType::kF8_E4M3, "FP8"}};
   std::printf("\nprompt (%% of %.0f TFLOP/s bf16; FP8 against twice that)\n", kBf16Tflops);

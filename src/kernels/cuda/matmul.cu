@@ -406,18 +406,20 @@ void MatmulContext::matmul(const DeviceMatrix& w, const float* x, int64_t ldx, i
   const int64_t k = w.n_cols;
   if (n_tokens <= kernels::kDecodeMaxTokens) {
     if (kernels::is_block_quant(w.dtype)) {
-      kernels::launch_quantize_act_q8(x, ldx, n_tokens, k, m.xq.as<int8_t>(), m.xm.as<float4>(), stream);
-      kernels::launch_matvec_q8(w, m.xq.as<int8_t>(), m.xm.as<float4>(), n_tokens, y, ldy, stream);
+      // Programmatic dependent launch: Hopper's, so the native path only.
+      const bool pdl_ok = m.dev.path == KernelPath::kNative && m.dev.sm >= 90;
+      kernels::launch_quantize_act_q8(x, ldx, n_tokens, k, m.xq.as<int8_t>(), m.xm.as<float4>(), pdl_ok, stream);
+      kernels::launch_matvec_q8(w, m.xq.as<int8_t>(), m.xm.as<float4>(), n_tokens, y, ldy, pdl_ok, stream);
     } else {
       // x is read in place when its rows are 16-byte aligned and W's rows carry no padding (the
       // kernel reads row_bytes / element-size values of x); otherwise staged, zero-padded.
       const size_t es = dtype_info(w.dtype).type_size;
       if (static_cast<size_t>(k) * es == w.row_bytes && ldx % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0) {
-        kernels::launch_matvec_float(w, x, ldx, n_tokens, y, ldy, stream);
+        kernels::launch_matvec_float(w, x, ldx, n_tokens, y, ldy, m.dev.use_fp8(), stream);
       } else {
         const int64_t kp = round_up(k, 16);
         kernels::launch_stage_act_f32(x, ldx, n_tokens, k, m.xs.as<float>(), kp, stream);
-        kernels::launch_matvec_float(w, m.xs.as<float>(), kp, n_tokens, y, ldy, stream);
+        kernels::launch_matvec_float(w, m.xs.as<float>(), kp, n_tokens, y, ldy, m.dev.use_fp8(), stream);
       }
     }
     return;

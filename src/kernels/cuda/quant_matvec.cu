@@ -2,8 +2,11 @@
 // their device layout (quant_types.cuh) once per call. Block-quantized weights: activations are
 // first quantized to int8 per 32 values (a q8_1-like format: one float scale and the two half-block
 // sums), and each 32-weight chunk is one pair of 4-dp4a chains per token, the weight's scale and
-// offset applied per half chunk in float. F32/F16/BF16/FP8 weights: converted to float in
-// registers, activations read as float. Runs on the caller's stream; no allocation, no sync.
+// offset applied per half chunk in float; Q4_K and Q6_K have their own kernel (several rows per
+// warp sharing each activation load). F32/F16/BF16 weights: converted to float in registers,
+// activations read as float; FP8 likewise, in 4-byte words, several rows per warp. On the native
+// sm_90 path the K-quant product is launched programmatically after the activation quantizer.
+// Runs on the caller's stream; no allocation, no sync.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -23,6 +26,20 @@ using quant::QT;
 using quant::QView;
 
 constexpr int kThreads = 128;  // per block of every decode kernel
+
+// Programmatic dependent launch (sm_90, native path only): the activation quantizer lets its
+// dependent start at once, and the K-quant kernel issues its first weight loads before waiting
+// for the activations. Both are no-ops where the kernel was launched without the attribute.
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
 
 // Reduces acc[t] over the threads of one row (blockDim.x threads, a multiple of 32) and stores
 // y[t * ldy + row] for t < n. Every thread of the block must call it.
@@ -50,9 +67,11 @@ __device__ __forceinline__ void reduce_store(float (&acc)[NT], int n, float* y, 
 
 // One warp per 32 activations of one token: x [n][ldx] float -> xq [n][k] int8 (round to
 // nearest, scale amax / 127) and xm [n][k / 32] float4. Grid covers n * k / 32 warps.
-// Memory-bound and tiny (n <= 8 rows).
+// Memory-bound and tiny (n <= 8 rows). kPdl: lets a programmatically launched dependent start.
+template <bool kPdl>
 __global__ void quantize_act_q8_kernel(const float* __restrict__ x, int64_t ldx, int n, int64_t k,
                                        int8_t* __restrict__ xq, float4* __restrict__ xm) {
+  if constexpr (kPdl) pdl_trigger();
   const int64_t nblk = k / 32;
   const int64_t gw = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
   const int lane = threadIdx.x & 31;
@@ -88,8 +107,9 @@ __global__ void stage_act_f32_kernel(const float* __restrict__ x, int64_t ldx, i
 // threads take consecutive items: coalesced). W: QView of type T; xq [n][kq] int8, xm [n][kq / 32]
 // float4 (kq = n_cols); y float [n][ldy]. n <= NT <= 8. Bound: memory at n = 1 (weights read once,
 // activations from L1/L2); the goal is >= 70% of HBM bandwidth on 7B-shaped matrices, measured on
-// the H200: Q8_0 70-100%, Q6_K 48-66%, Q4_K 40-58% (the K-quants are short of it: latency and
-// issue, not bytes). At n = 8 the int8 activation reads from L1 dominate (9-25%).
+// the H200: Q8_0 74-101% (40% at 3584 x 3584); Q4_K 45-57%, Q6_K 54-67% here, which is why they
+// moved to matvec_kquant_kernel (this one runs them under DUET_MATVEC_LEGACY=1). At n = 8 the
+// int8 activation reads from L1 dominate (15-27%).
 template <DType T, int NT>
 __global__ void __launch_bounds__(kThreads) matvec_q8_kernel(QView w, const int8_t* __restrict__ xq,
                                                              const float4* __restrict__ xm, int n,
@@ -135,6 +155,123 @@ __global__ void __launch_bounds__(kThreads) matvec_q8_kernel(QView w, const int8
     }
   }
   reduce_store<NT>(acc, n, y, ldy, row, w.n_rows);
+}
+
+// Reduces acc[r][t] over the threads of one row group (blockDim.x threads, a multiple of 32) and
+// stores y[t * ldy + row0 + r] for t < n, row0 + r < n_rows. Every thread of the block must call it.
+template <int R, int NT>
+__device__ __forceinline__ void reduce_store_rows(float (&acc)[R][NT], int n, float* y, int64_t ldy, int64_t row0,
+                                                  int64_t n_rows) {
+  static_assert(R * NT <= 32, "one lane per (row, token)");
+  __shared__ float red[kThreads / 32][R * NT];
+  const int lane = threadIdx.x & 31;
+  const int warp = (threadIdx.y * blockDim.x + threadIdx.x) >> 5;
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      if (t < n) {
+        float v = acc[r][t];
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+        if (lane == 0) red[warp][r * NT + t] = v;
+      }
+    }
+  __syncthreads();
+  const int warps_per_row = blockDim.x >> 5;
+  const int i = static_cast<int>(threadIdx.x), r = i / NT, t = i % NT;
+  if (i < R * NT && t < n && row0 + r < n_rows) {
+    float s = 0.f;
+    for (int w = 0; w < warps_per_row; ++w) s += red[threadIdx.y * warps_per_row + w][i];
+    y[t * ldy + row0 + r] = s;
+  }
+}
+
+// Q4_K / Q6_K W x int8 activations: R rows per row group, U pieces of each row in flight per
+// thread. Thread mapping: block (tpr, 128 / tpr), tpr = 32, 64 or 128 threads per row group of R
+// consecutive rows (threadIdx.y picks the group); thread i of a group always takes piece
+// i % kPieces (quant_types.cuh: PieceQ4K, PieceQ6K) of blocks i / kPieces + k * tpr / kPieces, of
+// all R rows, and issues the loads of U x R pieces (2 or 3 16-byte loads each, plus small
+// header/scale loads) before decoding any. Lanes of one block read consecutive 16-byte pieces
+// (coalesced, each weight byte loaded once); each activation load (16 int8 + the block's float4)
+// serves R rows, which is what bounds these kernels on the H200: their L1 wavefronts (distinct
+// 128-byte lines per warp load), not DRAM, once the activations cost as many as the weights.
+// Each 16-weight group is one 4-dp4a chain per token, its scale and offset applied in float.
+// xq [n][kq], xm [n][kq / 32] float4 from launch_quantize_act_q8; n <= NT <= 8; y float [n][ldy].
+// Bound: memory at n = 1, goal >= 75% of HBM bandwidth on 7B-shaped matrices. Measured on the
+// H200 (launcher defaults, before programmatic launch): Q4_K 23/49/46/81%, Q6_K 30/58/56/92% at
+// 3584x3584 / 18944x3584 / 3584x18944 / 152064x3584. The 152064-row shape shows the kernel can
+// stream; the others lose a fixed 5-10 us per call (activation quantizer and launch, ramp-up,
+// a partial last wave), not bandwidth. Error: that of the int8 activations (matmul_test's
+// bound); the rest is float rounding (Q6_K's stored offset, -32 d, is folded into m: exact).
+template <DType T, int NT, int R, int U>
+__global__ void __launch_bounds__(kThreads) matvec_kquant_kernel(QView w, const int8_t* __restrict__ xq,
+                                                                 const float4* __restrict__ xm, int n,
+                                                                 float* __restrict__ y, int64_t ldy) {
+  using P = typename quant::PieceOf<T>::type;
+  constexpr int G = P::kGroups;
+  const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y) * R;
+  const int nb = static_cast<int>(w.blocks_per_row);
+  const int64_t kq = static_cast<int64_t>(nb) * 256;
+  const int64_t nxb = static_cast<int64_t>(nb) * 8;  // activation blocks per token
+  const int p = static_cast<int>(threadIdx.x) % P::kPieces;
+  const int step = static_cast<int>(blockDim.x) / P::kPieces;  // blocks covered by one pass of the group
+  const int half = P::x_half(p);
+  float acc[R][NT];
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int t = 0; t < NT; ++t) acc[r][t] = 0.f;
+  bool waited = false;
+  if (row0 < w.n_rows) {
+    int64_t rows[R];  // rows past the end repeat the last one (loaded, never stored)
+#pragma unroll
+    for (int r = 0; r < R; ++r) rows[r] = row0 + r < w.n_rows ? row0 + r : w.n_rows - 1;
+    for (int b0 = static_cast<int>(threadIdx.x) / P::kPieces; b0 < nb; b0 += U * step) {
+      P pc[U][R];
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+        if (b0 + u * step < nb)
+#pragma unroll
+          for (int r = 0; r < R; ++r) pc[u][r].load(w, rows[r], b0 + u * step, p);
+      if (!waited) {  // activations are read only from here on
+        pdl_wait();
+        waited = true;
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int b = b0 + u * step;
+        if (b < nb) {
+          uint32_t q[R][G][4];
+          float d[R][G], m[R][G];
+#pragma unroll
+          for (int r = 0; r < R; ++r) pc[u][r].decode(p, q[r], d[r], m[r]);
+#pragma unroll
+          for (int t = 0; t < NT; ++t) {
+            if (t < n) {
+#pragma unroll
+              for (int g = 0; g < G; ++g) {
+                const int64_t e = static_cast<int64_t>(b) * 256 + P::x_offset(p, g);
+                const int4 xv = __ldg(reinterpret_cast<const int4*>(xq + t * kq + e));
+                const float4 mt = __ldg(xm + t * nxb + (e >> 5));
+                const float xs = half ? mt.z : mt.y;
+#pragma unroll
+                for (int r = 0; r < R; ++r) {
+                  int sd = __dp4a(static_cast<int>(q[r][g][0]), xv.x, 0);
+                  sd = __dp4a(static_cast<int>(q[r][g][1]), xv.y, sd);
+                  sd = __dp4a(static_cast<int>(q[r][g][2]), xv.z, sd);
+                  sd = __dp4a(static_cast<int>(q[r][g][3]), xv.w, sd);
+                  acc[r][t] = fmaf(d[r][g], mt.x * static_cast<float>(sd), fmaf(m[r][g], xs, acc[r][t]));
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  if (!waited) pdl_wait();  // y is written only after the producer of x is done
+  reduce_store_rows<R, NT>(acc, n, y, ldy, row0, w.n_rows);
 }
 
 // 16 bytes of a float-type row -> kElems floats.
@@ -190,9 +327,10 @@ struct FT<DType::kF8_E4M3> {
 // chunks (4, 8 or 16 weights). W: row_bytes % 16 == 0, zero padding; xs [n][kpad] float, zero
 // padded; y float [n][ldy]. FP8: one scale per row or per 16-column chunk (block_cols % 16 == 0
 // or >= n_cols, checked at upload), E4M3 decoded in software. Bound: memory at n = 1; measured on
-// the H200: F16/BF16 84-103% of 4.3 TB/s on 7B-shaped matrices (goal 85%); FP8 36-41% (goal 80%:
-// the software decode makes it issue-bound). At n = 8 the float activation reads from L1 become
-// the limit (16 bytes of x per weight byte for FP8).
+// the H200: F16/BF16 70-104% of 4.3 TB/s on 7B-shaped matrices (goal 85%); FP8 28-42%, bounded
+// by its activation loads (each lane's float4 loads span 16 lines), which is why FP8 moved to
+// matvec_fp8_kernel (this one runs it under DUET_MATVEC_LEGACY=1). At n = 8 the float
+// activation reads from L1 are the limit.
 template <DType T, int NT>
 __global__ void __launch_bounds__(kThreads) matvec_float_kernel(DeviceMatrix w, const float* __restrict__ xs,
                                                                 int64_t kpad, int n, float* __restrict__ y,
@@ -248,11 +386,100 @@ __global__ void __launch_bounds__(kThreads) matvec_float_kernel(DeviceMatrix w, 
   reduce_store<NT>(acc, n, y, ldy, row, w.n_rows);
 }
 
+// FP8 E4M3 W (weight-only) x float activations: R rows per row group, U 4-byte words of each row
+// in flight per thread. Thread mapping: block (tpr, 128 / tpr), threadIdx.y picks the group of
+// R consecutive rows, thread i of a group loads words i + k * tpr (4 weights each, coalesced:
+// 128 bytes per row per warp load) of all R rows, U at a time, before converting any. Words,
+// not 16-byte chunks: a thread's activations are then one float4 per word, consecutive across
+// the warp (4 lines per warp load, shared by the R rows), where 16-byte chunks of FP8 made every
+// float4 load touch 16 lines and bounded the kernel by L1 wavefronts at ~40% of HBM bandwidth.
+// W: row_bytes % 16 == 0, zero padding; one scale per row or per column block (block_cols %
+// 16 == 0 or >= n_cols, as matvec_float_kernel); xs [n][kpad] float (kpad % 4 == 0); y float
+// [n][ldy]. kHw: hardware E4M3 -> F16 conversion (sm_89+, native path); otherwise the bit
+// arithmetic of quant::fp8x4_to_float (sm_70). Every weight is exact in F16 and the products
+// and sums are float32, so the error is float accumulation only (the float types' 1e-5 bound).
+// Bound: memory at n = 1, goal >= 80% of HBM bandwidth with kHw. Measured on the H200 (launcher
+// defaults): 39/43/47/74% at 3584x3584 / 18944x3584 / 3584x18944 / 152064x3584 (legacy kernel
+// 28/36/37/41%); the software conversion is within 1-5 points, so conversion is no longer the
+// limit: the shorter matrices lose fixed per-call time (ramp-up, partial last wave) as above.
+template <int NT, int R, int U, bool kHw>
+__global__ void __launch_bounds__(kThreads) matvec_fp8_kernel(DeviceMatrix w, const float* __restrict__ xs,
+                                                              int64_t kpad, int n, float* __restrict__ y,
+                                                              int64_t ldy) {
+  const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y) * R;
+  const int64_t nw = static_cast<int64_t>(w.row_bytes / 4);
+  float acc[R][NT];
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int t = 0; t < NT; ++t) acc[r][t] = 0.f;
+  if (row0 < w.n_rows) {
+    const uint8_t* wr[R];
+    const float* srow[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const int64_t row = row0 + r < w.n_rows ? row0 + r : w.n_rows - 1;  // past the end: never stored
+      wr[r] = static_cast<const uint8_t*>(w.data) + row * static_cast<int64_t>(w.row_bytes);
+      srow[r] = w.fp8_scales + (row / w.fp8_block_rows) * w.fp8_scale_cols;
+    }
+    const bool chunk_scales = w.fp8_block_cols < w.n_cols;  // else one scale per row, applied at the end
+    const uint32_t bc = static_cast<uint32_t>(w.fp8_block_cols);
+    const int tpr = static_cast<int>(blockDim.x);
+    for (int64_t c0 = threadIdx.x; c0 < nw; c0 += U * tpr) {
+      uint32_t raw[U][R];
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+        if (c0 + u * tpr < nw)
+#pragma unroll
+          for (int r = 0; r < R; ++r) raw[u][r] = quant::ld32(wr[r] + (c0 + u * tpr) * 4);
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int64_t c = c0 + u * tpr;
+        if (c < nw) {
+          float v[R][4], sc[R];
+#pragma unroll
+          for (int r = 0; r < R; ++r) {
+            if constexpr (kHw) quant::fp8x4_to_float_hw(raw[u][r], v[r]);
+            else quant::fp8x4_to_float(raw[u][r], v[r]);
+            sc[r] = 1.f;
+          }
+          if (chunk_scales) {  // 32-bit division: columns < 2^31
+            const uint32_t blk = static_cast<uint32_t>(c * 4) / bc;
+#pragma unroll
+            for (int r = 0; r < R; ++r) sc[r] = __ldg(srow[r] + blk);
+          }
+#pragma unroll
+          for (int t = 0; t < NT; ++t) {
+            if (t < n) {
+              const float4 xv = __ldg(reinterpret_cast<const float4*>(xs + t * kpad + c * 4));
+#pragma unroll
+              for (int r = 0; r < R; ++r) {
+                float pr = v[r][0] * xv.x;
+                pr = fmaf(v[r][1], xv.y, pr);
+                pr = fmaf(v[r][2], xv.z, pr);
+                pr = fmaf(v[r][3], xv.w, pr);
+                acc[r][t] = fmaf(pr, sc[r], acc[r][t]);
+              }
+            }
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const float rs = (chunk_scales ? 1.f : __ldg(srow[r])) * (kHw ? 1.f : quant::kFp8Unscale);
+#pragma unroll
+      for (int t = 0; t < NT; ++t) acc[r][t] *= rs;
+    }
+  }
+  reduce_store_rows<R, NT>(acc, n, y, ldy, row0, w.n_rows);
+}
+
 // Threads per row, from the H200 sweeps (2026-11-29, Qwen2-7B shapes, n = 1): block-quantized
-// types do best with a warp per row up to 48 chunks, two up to 160, four beyond (Q4_K 40-58%, Q6_K
-// 48-66%, Q8_0 70-100% of 4.3 TB/s); F16/BF16 with two warps from 49 chunks (84-103%); FP8, whose
-// software E4M3 decode makes it issue-bound, with one warp (36-41%). DUET_MATVEC_THREADS_PER_ROW
-// (32, 64 or 128) overrides the choice, for benchmarking.
+// types on matvec_q8_kernel do best with a warp per row up to 48 chunks, two up to 160, four
+// beyond (Q8_0 40-101% of 4.3 TB/s); F16/BF16 with two warps from 49 chunks (70-104%). Q4_K, Q6_K
+// and FP8 have their own kernels and choices (kquant_choice, fp8_choice).
+// DUET_MATVEC_THREADS_PER_ROW (32, 64 or 128) overrides every choice, for benchmarking.
 int forced_threads_per_row() {
   const char* e = std::getenv("DUET_MATVEC_THREADS_PER_ROW");
   const int v = e ? std::atoi(e) : 0;
@@ -266,6 +493,28 @@ int threads_per_row_float(DType t, int64_t n_chunks) {
   if (const int f = forced_threads_per_row()) return f;
   if (t == DType::kF8_E4M3) return 32;
   return n_chunks <= 48 ? 32 : 64;
+}
+// Benchmark knobs: DUET_MATVEC_VARIANT (0-3) picks the (rows per group, loads in flight) variant
+// of the Q4_K/Q6_K/FP8 kernels from the tables below; DUET_MATVEC_LEGACY=1 runs the
+// one-chunk-per-thread kernels (matvec_q8_kernel, matvec_float_kernel) for them instead.
+int forced_variant() {
+  const char* e = std::getenv("DUET_MATVEC_VARIANT");
+  return e != nullptr && e[0] >= '0' && e[0] <= '3' && e[1] == 0 ? e[0] - '0' : -1;
+}
+bool legacy_kernels() {
+  const char* e = std::getenv("DUET_MATVEC_LEGACY");
+  return e != nullptr && e[0] == '1';
+}
+// Threads per row group: a warp where the groups alone give >= 1024 warps, else 128 threads
+// (short-and-wide matrices), no more than the row has work for; matrices of fewer than 1024
+// rows take 128 threads whenever the row has 48 items (one wave of short warps measured best
+// there: 512 x 3584 at 6-9% of HBM bandwidth against 3-6% with a warp per row).
+int threads_per_group(int64_t n_rows, int64_t n_groups, int64_t items_per_row) {
+  if (const int f = forced_threads_per_row()) return f;
+  if (n_rows < 1024 && items_per_row >= 48) return 128;
+  int tpr = n_groups >= 1024 ? 32 : 128;
+  while (tpr > 32 && items_per_row < 2 * tpr) tpr /= 2;
+  return tpr;
 }
 
 template <typename F>
@@ -285,6 +534,110 @@ void matvec_q8_typed(const DeviceMatrix& w, const int8_t* xq, const float4* xm, 
   const dim3 grid(static_cast<unsigned>((w.n_rows + block.y - 1) / block.y));
   dispatch_nt(n, [&](auto nt) {
     matvec_q8_kernel<T, decltype(nt)::value><<<grid, block, 0, s>>>(v, xq, xm, n, y, ldy);
+  });
+  DUET_CUDA_CHECK_LAUNCH();
+}
+
+// Programmatic dependent launch of the K-quant kernel after the activation quantizer, where the
+// device and path allow it (sm_90, native): measured on the H200 at +1-4 points of HBM bandwidth
+// (Q4_K 49.4 -> 53.2%, Q6_K 57.8 -> 61.4% at 18944 x 3584; 3584 x 3584: 24.4 -> 25.8%, 29.8 ->
+// 34.1%). DUET_MATVEC_PDL=0 turns it off (benchmark knob).
+bool use_pdl(bool allowed) {
+  if (!allowed) return false;
+  const char* e = std::getenv("DUET_MATVEC_PDL");
+  return e == nullptr || e[0] != '0';
+}
+
+// (R rows per group, U loads in flight) of the K-quant kernel, by DUET_MATVEC_VARIANT:
+// 0: (1, 2), 1: (2, 1), 2: (2, 2), 3: (4, 1). Chosen from the H200 sweep (2026-11-29, % of
+// 4.3 TB/s, without programmatic launch; variants 0 / 1 / 2 / 3):
+//   Q4_K n=1: 3584x3584 22.0/23.2/22.3/21.4, 18944x3584 45.2/49.6/49.6/48.9, 3584x18944
+//             41.8/43.2/42.3/45.8, 152064x3584 61.2/73.3/73.0/80.6; n=2 (18944 rows)
+//             32.6/37.9/37.2/34.6; n=8 12.4/17.9/16.8/14.6.
+//   Q6_K n=1: 3584x3584 28.1/29.8/29.6/29.7, 18944x3584 47.5/57.5/56.4/57.9, 3584x18944
+//             48.5/50.9/57.5/56.4, 152064x3584 67.1/92.4/79.2/91.9; n=2 27.9/42.9/38.9/48.1;
+//             n=8 10.6/16.5/16.4/20.6.
+// Fewer than 1024 rows (512 x 3584): Q4_K variant 2, Q6_K variant 1, 128 threads (6.2%, 7.3%).
+int kquant_variant(DType t, int64_t n_rows, int64_t n_cols, int n) {
+  if (const int f = forced_variant(); f >= 0) return f;
+  if (t == DType::kQ6_K) return n_rows < 1024 ? 1 : 3;
+  if (n_rows < 1024) return 2;
+  if (n > 1) return 1;
+  return n_rows >= 8192 || n_cols >= 8192 ? 3 : 1;
+}
+
+template <DType T, int NT, int R, int U>
+void launch_kquant(const QView& v, const int8_t* xq, const float4* xm, int n, float* y, int64_t ldy, bool pdl,
+                   cudaStream_t s) {
+  using P = typename quant::PieceOf<T>::type;
+  const int64_t groups = (v.n_rows + R - 1) / R;
+  const int tpr = threads_per_group(v.n_rows, groups, v.blocks_per_row * P::kPieces);
+  cudaLaunchConfig_t cfg = {};
+  cfg.blockDim = dim3(tpr, kThreads / tpr);
+  cfg.gridDim = dim3(static_cast<unsigned>((groups + cfg.blockDim.y - 1) / cfg.blockDim.y));
+  cfg.stream = s;
+  cudaLaunchAttribute attr = {};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  DUET_CUDA_CHECK(cudaLaunchKernelEx(&cfg, matvec_kquant_kernel<T, NT, R, U>, v, xq, xm, n, y, ldy));
+}
+
+template <DType T>
+void matvec_kquant_typed(const DeviceMatrix& w, const int8_t* xq, const float4* xm, int n, float* y, int64_t ldy,
+                         bool pdl, cudaStream_t s) {
+  const QView v{static_cast<const uint8_t*>(w.data), w.n_rows, w.n_cols / 256, w.row_bytes};
+  const int var = kquant_variant(T, w.n_rows, w.n_cols, n);
+  dispatch_nt(n, [&](auto nt) {
+    constexpr int NT = decltype(nt)::value;
+    switch (var) {
+      case 0: return launch_kquant<T, NT, 1, 2>(v, xq, xm, n, y, ldy, pdl, s);
+      case 1: return launch_kquant<T, NT, 2, 1>(v, xq, xm, n, y, ldy, pdl, s);
+      case 2: return launch_kquant<T, NT, 2, 2>(v, xq, xm, n, y, ldy, pdl, s);
+      default: return launch_kquant<T, NT, 4, 1>(v, xq, xm, n, y, ldy, pdl, s);
+    }
+  });
+  DUET_CUDA_CHECK_LAUNCH();
+}
+
+// (R rows per group, U words in flight) of the FP8 kernel, by DUET_MATVEC_VARIANT:
+// 0: (1, 8), 1: (2, 4), 2: (2, 8), 3: (4, 4). Chosen from the H200 sweep (2026-11-29, hardware
+// conversion, % of 4.3 TB/s; variants 0 / 1 / 2 / 3; threads per group by threads_per_group,
+// which gives 128 to the 3584-row shapes under variant 3 only):
+//   n=1: 512x3584 9.2/8.6/9.3/7.9, 3584x3584 23.4/22.5/23.4/39.1, 18944x3584 31.5/43.3/41.2/40.1,
+//        3584x18944 18.9/18.9/19.3/47.3, 152064x3584 35.7/66.0/60.2/73.7;
+//   18944x3584 n=2: 24.4/39.5/33.4/28.4; n=8: 10.2/12.0/11.6/9.8.
+// The generic (software E4M3) path measured within 1-5 points of these.
+int fp8_variant(int64_t n_rows, int n) {
+  if (const int f = forced_variant(); f >= 0) return f;
+  if (n_rows < 1024) return 2;
+  if (n_rows < 8192) return 3;  // 128 threads per group (above); n > 1 not measured there
+  return n > 1 || n_rows < 65536 ? 1 : 3;
+}
+
+template <int NT, int R, int U>
+void launch_fp8(const DeviceMatrix& w, const float* xs, int64_t kpad, int n, float* y, int64_t ldy, bool hw,
+                cudaStream_t s) {
+  const int64_t groups = (w.n_rows + R - 1) / R;
+  const int tpr = threads_per_group(w.n_rows, groups, static_cast<int64_t>(w.row_bytes / 4));
+  const dim3 block(tpr, kThreads / tpr);
+  const dim3 grid(static_cast<unsigned>((groups + block.y - 1) / block.y));
+  if (hw) matvec_fp8_kernel<NT, R, U, true><<<grid, block, 0, s>>>(w, xs, kpad, n, y, ldy);
+  else matvec_fp8_kernel<NT, R, U, false><<<grid, block, 0, s>>>(w, xs, kpad, n, y, ldy);
+}
+
+void matvec_fp8(const DeviceMatrix& w, const float* xs, int64_t kpad, int n, float* y, int64_t ldy, bool hw,
+                cudaStream_t s) {
+  const int var = fp8_variant(w.n_rows, n);
+  dispatch_nt(n, [&](auto nt) {
+    constexpr int NT = decltype(nt)::value;
+    switch (var) {
+      case 0: return launch_fp8<NT, 1, 8>(w, xs, kpad, n, y, ldy, hw, s);
+      case 1: return launch_fp8<NT, 2, 4>(w, xs, kpad, n, y, ldy, hw, s);
+      case 2: return launch_fp8<NT, 2, 8>(w, xs, kpad, n, y, ldy, hw, s);
+      default: return launch_fp8<NT, 4, 4>(w, xs, kpad, n, y, ldy, hw, s);
+    }
   });
   DUET_CUDA_CHECK_LAUNCH();
 }
@@ -313,10 +666,13 @@ bool is_block_quant(DType t) {
   }
 }
 
-void launch_quantize_act_q8(const float* x, int64_t ldx, int n, int64_t k, int8_t* xq, float4* xm, cudaStream_t s) {
+void launch_quantize_act_q8(const float* x, int64_t ldx, int n, int64_t k, int8_t* xq, float4* xm, bool pdl_ok,
+                            cudaStream_t s) {
   DUET_CHECK(k % 32 == 0 && n >= 1 && n <= kDecodeMaxTokens);
   const int64_t threads = n * k;  // one per value
-  quantize_act_q8_kernel<<<static_cast<unsigned>((threads + 255) / 256), 256, 0, s>>>(x, ldx, n, k, xq, xm);
+  const unsigned grid = static_cast<unsigned>((threads + 255) / 256);
+  if (use_pdl(pdl_ok)) quantize_act_q8_kernel<true><<<grid, 256, 0, s>>>(x, ldx, n, k, xq, xm);
+  else quantize_act_q8_kernel<false><<<grid, 256, 0, s>>>(x, ldx, n, k, xq, xm);
   DUET_CUDA_CHECK_LAUNCH();
 }
 
@@ -327,8 +683,9 @@ void launch_stage_act_f32(const float* x, int64_t ldx, int n, int64_t k, float* 
 }
 
 void launch_matvec_q8(const DeviceMatrix& w, const int8_t* xq, const float4* xm, int n, float* y, int64_t ldy,
-                      cudaStream_t s) {
+                      bool pdl_ok, cudaStream_t s) {
   DUET_CHECK(n >= 1 && n <= kDecodeMaxTokens);
+  const bool pdl = use_pdl(pdl_ok);
   switch (w.dtype) {
     case DType::kQ4_0: return matvec_q8_typed<DType::kQ4_0>(w, xq, xm, n, y, ldy, s);
     case DType::kQ4_1: return matvec_q8_typed<DType::kQ4_1>(w, xq, xm, n, y, ldy, s);
@@ -337,21 +694,27 @@ void launch_matvec_q8(const DeviceMatrix& w, const int8_t* xq, const float4* xm,
     case DType::kQ8_0: return matvec_q8_typed<DType::kQ8_0>(w, xq, xm, n, y, ldy, s);
     case DType::kQ2_K: return matvec_q8_typed<DType::kQ2_K>(w, xq, xm, n, y, ldy, s);
     case DType::kQ3_K: return matvec_q8_typed<DType::kQ3_K>(w, xq, xm, n, y, ldy, s);
-    case DType::kQ4_K: return matvec_q8_typed<DType::kQ4_K>(w, xq, xm, n, y, ldy, s);
+    case DType::kQ4_K:
+      if (legacy_kernels()) return matvec_q8_typed<DType::kQ4_K>(w, xq, xm, n, y, ldy, s);
+      return matvec_kquant_typed<DType::kQ4_K>(w, xq, xm, n, y, ldy, pdl, s);
     case DType::kQ5_K: return matvec_q8_typed<DType::kQ5_K>(w, xq, xm, n, y, ldy, s);
-    case DType::kQ6_K: return matvec_q8_typed<DType::kQ6_K>(w, xq, xm, n, y, ldy, s);
+    case DType::kQ6_K:
+      if (legacy_kernels()) return matvec_q8_typed<DType::kQ6_K>(w, xq, xm, n, y, ldy, s);
+      return matvec_kquant_typed<DType::kQ6_K>(w, xq, xm, n, y, ldy, pdl, s);
     default: DUET_CHECK_MSG(false, "matvec_q8: %s is not block-quantized", dtype_name(w.dtype).data());
   }
 }
 
 void launch_matvec_float(const DeviceMatrix& w, const float* xs, int64_t kpad, int n, float* y, int64_t ldy,
-                         cudaStream_t s) {
+                         bool fp8_hw, cudaStream_t s) {
   DUET_CHECK(n >= 1 && n <= kDecodeMaxTokens && w.row_bytes % 16 == 0);
   switch (w.dtype) {
     case DType::kF32: return matvec_float_typed<DType::kF32>(w, xs, kpad, n, y, ldy, s);
     case DType::kF16: return matvec_float_typed<DType::kF16>(w, xs, kpad, n, y, ldy, s);
     case DType::kBF16: return matvec_float_typed<DType::kBF16>(w, xs, kpad, n, y, ldy, s);
-    case DType::kF8_E4M3: return matvec_float_typed<DType::kF8_E4M3>(w, xs, kpad, n, y, ldy, s);
+    case DType::kF8_E4M3:
+      if (legacy_kernels()) return matvec_float_typed<DType::kF8_E4M3>(w, xs, kpad, n, y, ldy, s);
+      return matvec_fp8(w, xs, kpad, n, y, ldy, fp8_hw, s);
     default: DUET_CHECK_MSG(false, "matvec_float: unsupported %s", dtype_name(w.dtype).data());
   }
 }

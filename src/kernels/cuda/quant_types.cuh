@@ -301,6 +301,102 @@ __device__ __forceinline__ void load_chunk(const QView& v, int64_t row, int64_t 
   load_chunk_at<T>(v, row, chunk / QT<T>::kChunks, static_cast<int>(chunk % QT<T>::kChunks), ch);
 }
 
+// --- Pieces: what one thread of the K-quant decode kernels loads at once (quant_matvec.cu) ---
+// A piece is a few independent 16-byte loads of one 256-weight block: kGroups groups of 16
+// weights, each group lying in one half (x_half) of one 32-value activation block (element
+// x_offset(p, g) of the block onwards). decode() gives, per group, 4 words of unsigned quants r
+// (byte e % 4 of r[g][e / 4] is weight e of the group) and the map w = d[g] * r + m[g]: the same
+// weights as dequantize_row, with any per-weight bias folded into m (exact: powers of two).
+// Piece p of every block goes to the same lane, so the scale-byte positions are lane constants.
+__device__ __forceinline__ uint2 ld64(const uint8_t* p) { return __ldg(reinterpret_cast<const uint2*>(p)); }
+
+// Q4_K, 8 pieces: qs bytes 32j + 16h .. + 15 (j = p / 2, h = p % 2) hold weights 64j + 16h + i
+// (low nibbles, sub-block 2j) and 64j + 32 + 16h + i (high nibbles, sub-block 2j + 1); plus the
+// 16-byte header (d, dmin, scales), shared by the block's 8 lanes (one transaction).
+struct PieceQ4K {
+  static constexpr int kPieces = 8, kGroups = 2;
+  uint4 qs, hdr;
+  __device__ __forceinline__ void load(const QView& v, int64_t row, int64_t b, int p) {
+    const uint8_t* blk = v.data + row * static_cast<int64_t>(v.row_bytes) + b * 144;
+    hdr = ld128(blk);
+    qs = ld128(blk + 16 + 16 * p);
+  }
+  __device__ static constexpr int x_offset(int p, int g) { return 64 * (p >> 1) + 32 * g + 16 * (p & 1); }
+  __device__ static constexpr int x_half(int p) { return p & 1; }
+  __device__ __forceinline__ void decode(int p, uint32_t (&r)[kGroups][4], float (&d)[kGroups],
+                                         float (&m)[kGroups]) const {
+    const uint32_t w[4] = {qs.x, qs.y, qs.z, qs.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      r[0][i] = w[i] & 0x0f0f0f0fu;
+      r[1][i] = (w[i] >> 4) & 0x0f0f0f0fu;
+    }
+    const float dd = h2f(hdr.x & 0xffff), dmin = h2f(hdr.x >> 16);
+#pragma unroll
+    for (int g = 0; g < 2; ++g) {
+      int sc, mn;
+      k_scale_min(hdr.y, hdr.z, hdr.w, 2 * (p >> 1) + g, sc, mn);
+      d[g] = dd * static_cast<float>(sc);
+      m[g] = -(dmin * static_cast<float>(mn));
+    }
+  }
+};
+
+// Q6_K (split layout), 4 pieces: half hh = p / 2 of the block, positions l = 16g .. 16g + 15
+// (g = p % 2) of its ql[0..31], ql[32..63] and qh[0..31], i.e. weights 128hh + 32q + l for the
+// four quarters q (q = 0: ql[l] low nibble, qh bits 0-1; 1: ql[l + 32] low, bits 2-3; 2: ql[l]
+// high, bits 4-5; 3: ql[l + 32] high, bits 6-7), scale scales[8hh + g + 2q]. The stored 6-bit
+// value r is q + 32: m = -32 d.
+struct PieceQ6K {
+  static constexpr int kPieces = 4, kGroups = 4;
+  uint4 l0, l1, h;
+  uint2 sc;
+  float d;
+  __device__ __forceinline__ void load(const QView& v, int64_t row, int64_t b, int p) {
+    const int64_t idx = row * v.blocks_per_row + b;
+    const uint8_t* a = v.data + idx * 208;
+    const int hh = p >> 1, g = p & 1;
+    l0 = ld128(a + 64 * hh + 16 * g);
+    l1 = ld128(a + 64 * hh + 32 + 16 * g);
+    h = ld128(a + 128 + 32 * hh + 16 * g);
+    sc = ld64(a + 192 + 8 * hh);
+    d = h2f(ld16(v.data + v.n_rows * v.blocks_per_row * 208 + idx * 2));
+  }
+  __device__ static constexpr int x_offset(int p, int q) { return 128 * (p >> 1) + 32 * q + 16 * (p & 1); }
+  __device__ static constexpr int x_half(int p) { return p & 1; }
+  __device__ __forceinline__ void decode(int p, uint32_t (&r)[kGroups][4], float (&dq)[kGroups],
+                                         float (&m)[kGroups]) const {
+    const uint32_t a[4] = {l0.x, l0.y, l0.z, l0.w}, b[4] = {l1.x, l1.y, l1.z, l1.w};
+    const uint32_t hw[4] = {h.x, h.y, h.z, h.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      r[0][i] = (a[i] & 0x0f0f0f0fu) | ((hw[i] << 4) & 0x30303030u);
+      r[1][i] = (b[i] & 0x0f0f0f0fu) | ((hw[i] << 2) & 0x30303030u);
+      r[2][i] = ((a[i] >> 4) & 0x0f0f0f0fu) | (hw[i] & 0x30303030u);
+      r[3][i] = ((b[i] >> 4) & 0x0f0f0f0fu) | ((hw[i] >> 2) & 0x30303030u);
+    }
+    const int g = p & 1;
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const uint32_t word = q < 2 ? sc.x : sc.y;  // bytes g + 2q: (g, g + 2) of x, (g, g + 2) of y
+      const int8_t s = static_cast<int8_t>((word >> (8 * (g + 2 * (q & 1)))) & 0xff);
+      dq[q] = d * static_cast<float>(s);
+      m[q] = -32.f * dq[q];
+    }
+  }
+};
+
+template <DType T>
+struct PieceOf;
+template <>
+struct PieceOf<DType::kQ4_K> {
+  using type = PieceQ4K;
+};
+template <>
+struct PieceOf<DType::kQ6_K> {
+  using type = PieceQ6K;
+};
+
 // Chunks of one block that one decode thread takes together. Q4_K/Q5_K chunk pairs read the same
 // qs bytes and Q2_K/Q3_K/Q6_K chunks 4h..4h+3 the same qs/qh bytes, but giving them to one thread
 // (2 or 4 chunks) measured slower on the H200 (Q6_K 31-39% of HBM bandwidth against 48-66% with
@@ -320,9 +416,11 @@ __device__ __forceinline__ float chunk_value(const Chunk& ch, int e) {
 // sign to bit 15, exponent and mantissa shifted into F16's fields; F16's exponent bias is 8
 // larger than E4M3's, so the half is the value times 2^-8 (normals and subnormals alike). The
 // E4M3 NaN encodings (never in weights) decode to finite numbers.
+// Bytes 1 and 3 keep their sign bit where F16 wants it (bits 15, 31) and need only a shift by one
+// of the other seven bits (3 instructions for two values); bytes 0 and 2 move up by 7 or 8.
 __device__ __forceinline__ void fp8x4_to_float(uint32_t w, float* out) {
   const uint32_t even = ((w & 0x007f007fu) << 7) | ((w & 0x00800080u) << 8);
-  const uint32_t odd = (((w >> 8) & 0x007f007fu) << 7) | (((w >> 8) & 0x00800080u) << 8);
+  const uint32_t odd = (w & 0x80008000u) | ((w >> 1) & 0x3f803f80u);
   const float2 e = __half22float2(*reinterpret_cast<const __half2*>(&even));
   const float2 o = __half22float2(*reinterpret_cast<const __half2*>(&odd));
   out[0] = e.x;
@@ -331,5 +429,27 @@ __device__ __forceinline__ void fp8x4_to_float(uint32_t w, float* out) {
   out[3] = o.y;
 }
 constexpr float kFp8Unscale = 256.f;  // multiply fp8x4_to_float's outputs by this
+
+// The same 4 values, exact (no 2^-8 factor), by the hardware conversion (cvt.rn.f16x2.e4m3x2,
+// sm_89+; 2 conversions and 4 F16->F32 moves for 4 values). Compiled for older targets it falls
+// back to fp8x4_to_float times kFp8Unscale; the launchers pick it only where the device has FP8
+// and the native path is on.
+__device__ __forceinline__ void fp8x4_to_float_hw(uint32_t w, float* out) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  uint32_t lo, hi;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(lo) : "h"(static_cast<unsigned short>(w & 0xffffu)));
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(hi) : "h"(static_cast<unsigned short>(w >> 16)));
+  const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&lo));
+  const float2 b = __half22float2(*reinterpret_cast<const __half2*>(&hi));
+  out[0] = a.x;
+  out[1] = a.y;
+  out[2] = b.x;
+  out[3] = b.y;
+#else
+  fp8x4_to_float(w, out);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) out[i] *= kFp8Unscale;
+#endif
+}
 
 }  // namespace duet::cuda::quant
