@@ -10,13 +10,22 @@ For each model this writes tests/data/model/llamacpp_<model stem>.json with
              one, only the second half of each chunk scored)
 The defaults are llama.cpp's: F16 KV cache, no flash attention, n_batch 512.
 
+--corpus FILE instead writes tests/data/model/llamacpp_ppl512_<model stem>.json: llama.cpp's
+perplexity of FILE (models/shakespeare.txt, made by scripts/setup.sh) the way
+`llama-perplexity -c 512` computes it (n_ctx 512, non-overlapping chunks of 512 tokens, BOS first
+when the model adds one, second half of each chunk scored), with each chunk's summed negative
+log-likelihood so that a test can score any prefix of the chunks. The fixture is rewritten after
+every chunk; --max-chunks N stops early ("complete": false).
+
 --bench N prints llama.cpp's speed with N threads: prefill of 512 tokens (pp512) and decode of
 128 tokens (tg128), best of 3, for comparison with `duet run --bench` on the same machine.
 
-Usage: model_llamacpp_ref.py [--models-dir models] [--model FILE ...] [--bench 2]
+Usage: model_llamacpp_ref.py [--models-dir models] [--model FILE ...] [--bench 2 | --corpus FILE]
 """
 import argparse
+import hashlib
 import json
+import sys
 import math
 import time
 from pathlib import Path
@@ -28,6 +37,7 @@ DATA = ROOT / "tests" / "data" / "model"
 MODELS = ["SmolLM2-135M-Instruct.Q4_1.gguf", "gemma-3-270m-q4_k_m.gguf"]
 N_GEN = 64
 PPL_CTX = 128
+CORPUS_CTX = 512
 
 PROMPTS = [
     "The capital of France is",
@@ -92,6 +102,76 @@ def perplexity(llm, tokens, n_ctx, bos):
     return math.exp(nll / count), n_chunks, count
 
 
+def chunk_nll(llm, tokens, n_ctx, bos, max_chunks=None, on_chunk=None):
+    """Per-chunk summed NLL of llama-perplexity's scored positions (see perplexity()); the
+    log-softmax is taken in float64, 32 rows at a time. on_chunk(list so far) after each chunk."""
+    n_chunks = len(tokens) // n_ctx
+    if max_chunks is not None:
+        n_chunks = min(n_chunks, max_chunks)
+    first = n_ctx // 2
+    out = []
+    t0 = time.perf_counter()
+    for c in range(n_chunks):
+        chunk = list(tokens[c * n_ctx:(c + 1) * n_ctx])
+        if bos is not None:
+            chunk[0] = bos
+        llm.reset()
+        llm.eval(chunk)
+        targets = np.array(chunk[first + 1:n_ctx])
+        nll = 0.0
+        for r in range(first, n_ctx - 1, 32):
+            x = np.asarray(llm.scores[r:min(r + 32, n_ctx - 1)], dtype=np.float64)
+            m = x.max(axis=1, keepdims=True)
+            lse = m[:, 0] + np.log(np.exp(x - m).sum(axis=1))
+            t = targets[r - first:r - first + len(x)]
+            nll += float((lse - x[np.arange(len(x)), t]).sum())
+        out.append(nll)
+        if on_chunk:
+            on_chunk(out)
+        done = sum(out) / ((c + 1) * (n_ctx - 1 - first))
+        print(f"[{c + 1}/{n_chunks}] ppl {math.exp(done):.4f} ({time.perf_counter() - t0:.0f} s)",
+              file=sys.stderr, flush=True)
+    return out
+
+
+def corpus_reference(path, corpus, n_threads, out, max_chunks=None):
+    """Writes the fixture to out after every chunk (atomically), so that an interrupted run
+    leaves a valid fixture of the chunks done; "complete" says whether all chunks were scored."""
+    import llama_cpp
+    llm = load(path, n_threads=n_threads, n_ctx=CORPUS_CTX)
+    bos = llm.token_bos() if adds_bos(llm) else None
+    raw = Path(corpus).read_bytes()
+    toks = tokenize(llm, raw.decode("utf-8"))
+    scored = CORPUS_CTX - 1 - CORPUS_CTX // 2
+    n_total = len(toks) // CORPUS_CTX
+    t0 = time.perf_counter()
+    ref = {}
+
+    def write(nll):
+        ref.update({
+            "model": path.name,
+            "llama_cpp_python": llama_cpp.__version__,
+            "settings": {"n_ctx": CORPUS_CTX, "n_batch": 512, "kv": "f16", "flash_attn": False, "threads": n_threads},
+            "corpus": Path(corpus).name,
+            "corpus_sha256": hashlib.sha256(raw).hexdigest(),
+            "add_bos": bos is not None,
+            "n_tokens": len(toks),
+            "n_ctx": CORPUS_CTX,
+            "scored_per_chunk": scored,
+            "n_chunks_total": n_total,
+            "complete": len(nll) == n_total,
+            "chunk_nll": nll,
+            "ppl": math.exp(sum(nll) / (scored * len(nll))),
+            "seconds": time.perf_counter() - t0,
+        })
+        tmp = out.with_suffix(".tmp")
+        tmp.write_text(json.dumps(ref, separators=(",", ":")) + "\n")
+        tmp.replace(out)
+
+    chunk_nll(llm, toks, CORPUS_CTX, bos, max_chunks, on_chunk=write)
+    return ref
+
+
 def reference(path):
     llm = load(path)
     bos = llm.token_bos() if adds_bos(llm) else None
@@ -145,11 +225,20 @@ def main():
     ap.add_argument("--models-dir", default=str(ROOT / "models"))
     ap.add_argument("--model", nargs="*", default=MODELS)
     ap.add_argument("--bench", type=int, default=0, help="only print llama.cpp speed with this many threads")
+    ap.add_argument("--corpus", help="only write the c=512 perplexity fixture of this text")
+    ap.add_argument("--threads", type=int, default=2, help="threads for --corpus (default 2)")
+    ap.add_argument("--max-chunks", type=int, help="--corpus: score only the first chunks")
     args = ap.parse_args()
     for m in args.model:
         path = Path(args.models_dir) / m
         if args.bench:
             bench(path, args.bench)
+            continue
+        if args.corpus:
+            out = DATA / f"llamacpp_ppl512_{path.stem}.json"
+            ref = corpus_reference(path, args.corpus, args.threads, out, args.max_chunks)
+            print(f"{m}: ppl(c={CORPUS_CTX}) {ref['ppl']:.4f} over {len(ref['chunk_nll'])} chunks, "
+                  f"{ref['seconds']:.0f} s -> {out}")
             continue
         ref = reference(path)
         out = DATA / f"llamacpp_{path.stem}.json"
