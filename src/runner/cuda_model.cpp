@@ -579,7 +579,7 @@ Status CudaModel::forward(const ForwardBatch& b, float* logits_out) {
         DUET_CUDA_CHECK(cudaStreamBeginCapture(m.stream, cudaStreamCaptureModeThreadLocal));
         m.run_forward(n, n_out, ab, md + off_tok, md + off_pos, runs);
         DUET_CUDA_CHECK(cudaStreamEndCapture(m.stream, &g));
-        DUET_CUDA_CHECK(cudaGraphInstantiate(&gr.exec, g, 0));
+        DUET_CUDA_CHECK(cudaGraphInstantiateWithFlags(&gr.exec, g, 0));  // this form exists from CUDA 11.4 to 13
         DUET_CUDA_CHECK(cudaGraphDestroy(g));
       }
       DUET_CUDA_CHECK(cudaGraphLaunch(gr.exec, m.stream));

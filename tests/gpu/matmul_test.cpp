@@ -367,7 +367,7 @@ TEST(MatmulGraph, CaptureAndReplay) {
     ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
     run();
     ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess) << c.name;
-    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    ASSERT_EQ(cudaGraphInstantiateWithFlags(&exec, graph, 0), cudaSuccess);
     ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
     ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
     ASSERT_EQ(cudaMemcpy(replay.data(), dy, replay.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
@@ -483,7 +483,7 @@ double time_calls(MatmulContext& ctx, BenchMatrix& b, const float* x, int n, flo
     DUET_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
     issue();
     DUET_CUDA_CHECK(cudaStreamEndCapture(s, &graph));
-    DUET_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    DUET_CUDA_CHECK(cudaGraphInstantiateWithFlags(&exec, graph, 0));
     DUET_CUDA_CHECK(cudaGraphDestroy(graph));
     DUET_CUDA_CHECK(cudaGraphLaunch(exec, s));  // warm-up replay
   }

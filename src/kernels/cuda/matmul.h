@@ -14,7 +14,7 @@
 #include <memory>
 
 #include "base/status.h"
-#include "kernels/cpu/matmul.h"
+#include "tensor/weight_matrix.h"
 #include "kernels/cuda/device_matrix.h"
 #include "runtime/device.h"
 
