@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
 # Runs every test: installs/builds through scripts/setup.sh, then the CTest suite (unit, golden,
-# fuzz-regression) of the release build, then the unit tests again under ASan + UBSan.
-# Set DUET_NO_ASAN=1 to skip the sanitizer pass.
+# fuzz-regression) of the release build, then the unit tests again under ASan + UBSan; first, the
+# V100 build proof (every CUDA source compiled for sm_70 with CUDA 11.8, scripts/build-sm70.sh).
+# Set DUET_NO_ASAN=1 / DUET_NO_SM70=1 to skip those passes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+if [ -z "${DUET_NO_SM70:-}" ]; then
+  echo "== CUDA sources for sm_70 (V100) with CUDA 11.8"
+  bash scripts/build-sm70.sh | tail -n 2
+fi
 echo "== tests (release build)"
 ctest --test-dir build --output-on-failure -j2 --timeout 1800
 if [ -z "${DUET_NO_ASAN:-}" ]; then

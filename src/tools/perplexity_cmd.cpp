@@ -25,6 +25,7 @@
 #include "base/log.h"
 #include "formats/gguf_tokenizer.h"
 #include "model/model.h"
+#include "tools/backend.h"
 #include "model/session.h"
 #include "tensor/half.h"
 #include "tokenizer/hf_tokenizer_json.h"
@@ -129,17 +130,18 @@ int run_perplexity(int argc, char** argv) {
   CLI::App app{"Perplexity of a text (llama.cpp's method), optionally KL divergence against a saved run",
                "duet perplexity"};
   std::string model_path, text_path, save_path, base_path;
-  int n_ctx = 512, n_batch = 0, n_chunks = -1, n_threads = 0;
+  int n_ctx = 512, n_batch = 0, n_chunks = -1;
+  BackendOptions bo;
   bool json = false;
   app.add_option("-m,--model", model_path, "GGUF file, or safetensors file/directory")->required();
   app.add_option("-f,--file", text_path, "text file")->required();
   app.add_option("-c,--ctx", n_ctx, "tokens per chunk (default 512)");
   app.add_option("-b,--batch", n_batch, "tokens per forward pass (default: the chunk)");
   app.add_option("--chunks", n_chunks, "score at most this many chunks (default: all)");
-  app.add_option("-t,--threads", n_threads, "threads (default: all cores)");
   app.add_flag("--json", json, "print one JSON object with the results");
   app.add_option("--save-logits", save_path, "write the scored positions' log-probs to this file");
   app.add_option("--kl-base", base_path, "compare with log-probs saved by --save-logits: KL divergence, top-1 agreement");
+  add_backend_options(app, bo);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -165,12 +167,11 @@ int run_perplexity(int argc, char** argv) {
   if (chunks < 1)
     return fail("the text has " + std::to_string(tokens.size()) + " tokens, fewer than one chunk of " + std::to_string(n_ctx));
 
-  ModelOptions opt;
-  opt.n_threads = n_threads;
-  opt.max_context = static_cast<uint32_t>(n_ctx);
-  auto model_r = Model::create(std::move(weights.value()), opt);
+  bo.max_context = static_cast<uint32_t>(n_ctx);
+  bo.max_batch_tokens = static_cast<uint32_t>(n_batch > 0 ? n_batch : n_ctx);
+  auto model_r = open_backend(std::move(weights.value()), bo);
   if (!model_r.is_ok()) return fail(model_r.status().message());
-  Model& model = *model_r.value();
+  ForwardModel& model = *model_r.value();
   const int64_t vocab = model.hparams().vocab_size;
   const int first = n_ctx / 2;
   const int scored_per_chunk = n_ctx - 1 - first;
@@ -255,7 +256,7 @@ int run_perplexity(int argc, char** argv) {
   const double tok_s = static_cast<double>(chunks) * n_ctx / seconds;
   nlohmann::json j = {{"model", model_path}, {"n_ctx", n_ctx}, {"n_chunks", chunks}, {"n_tokens", tokens.size()},
                       {"n_scored", count}, {"ppl", ppl}, {"ppl_se", se}, {"chunk_ppl", chunk_ppl},
-                      {"seconds", seconds}, {"tok_s", tok_s}};
+                      {"seconds", seconds}, {"tok_s", tok_s}, {"device", model.device_name()}};
   if (base) {
     const double kl_mean = kl_sum / count;
     const double kl_var = kl2_sum / count - kl_mean * kl_mean;
