@@ -6,7 +6,8 @@
 #   bench   `duet bench` on the qwen2-7b files (pp512, pp2048, tg128, decode steps of 1 and 32
 #           sequences), one table with the roofline fractions; llama.cpp on the same GGUF files
 #           (scripts/ref/llamacpp_gpu_bench.py) when LLAMA_WHEEL names a CUDA build of the
-#           llama-cpp-python wheel (its pure-Python needs, e.g. diskcache, as wheels beside it)
+#           llama-cpp-python wheel (its pure-Python needs, e.g. diskcache, as wheels beside it),
+#           or LLAMA_SITE a directory where that package is already unpacked
 # Binaries: --bin DIR (from scripts/gpu-bundle.sh, for a machine without the build dependencies),
 # else build-gpu/ is built here (needs cmake, ninja, nlohmann-json, CLI11, GoogleTest, CUDA).
 # Usage: scripts/gpu-check.sh [--bin DIR] [--work DIR] [--out DIR] [stage ...]   (default: all)
@@ -107,9 +108,15 @@ if want bench; then
     DUET_CUDA_PROFILE=1 "$duet" bench -m "$work/$f" -p 0 -n 32 -r 1 2>>"$out/bench.err" | tee "$out/profile-$f.txt"
   done
   if [ -n "${LLAMA_WHEEL:-}" ] && [ -e "$LLAMA_WHEEL" ]; then
-    echo "== llama.cpp on the same files"
     python3 -m pip install -q --no-index --no-deps --target /tmp/duet-llsite "$LLAMA_WHEEL" "$(dirname "$LLAMA_WHEEL")"/*.whl 2>&1 | tail -1
-    PYTHONPATH=/tmp/duet-llsite python3 scripts/ref/llamacpp_gpu_bench.py "$work/q7-q4km.gguf" "$work/q7-q8.gguf" "$work/q7-bf16.gguf" \
+    LLAMA_SITE=/tmp/duet-llsite
+  fi
+  if [ -n "${LLAMA_SITE:-}" ]; then
+    echo "== llama.cpp on the same files"
+    # ggml's CUDA backend links NCCL: the toolkit's, or the one a PyTorch install carries.
+    nccl=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)
+    LD_LIBRARY_PATH="${nccl:+$nccl:}/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}" PYTHONPATH="$LLAMA_SITE" \
+      python3 scripts/ref/llamacpp_gpu_bench.py "$work/q7-q4km.gguf" "$work/q7-q8.gguf" "$work/q7-bf16.gguf" \
       2>>"$out/llamacpp.err" | tee "$out/llamacpp.jsonl"
   fi
   python3 scripts/gpu_report.py "$out" | tee "$out/report.md"
