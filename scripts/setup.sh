@@ -55,6 +55,13 @@ PYEOF
 fi
 
 echo "setup: building duet in $BUILD_DIR/"
-cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+# The CUDA backend is built where a GPU and a CUDA 12+ toolkit are present (CPU-only otherwise).
+cuda_args=()
+nvcc=${CUDACXX:-/usr/local/cuda/bin/nvcc}
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && [ -x "$nvcc" ]; then
+  cuda_args=(-DDUET_CUDA=ON -DCMAKE_CUDA_COMPILER="$nvcc")
+  echo "setup: GPU found, building the CUDA backend too"
+fi
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release "${cuda_args[@]}" >/dev/null
 ninja -C "$BUILD_DIR" -j"$(nproc)" | tail -n 1
 echo "setup: done. Binary: $ROOT/$BUILD_DIR/duet"
