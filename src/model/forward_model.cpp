@@ -1,7 +1,30 @@
 // Batch validation shared by the backends (see forward_model.h).
 #include "model/forward_model.h"
 
+#include <algorithm>
+
 namespace duet {
+
+Status resolve_cache_geometry(const HParams& hp, CacheGeometry* g) {
+  if (g->kv_block_size == 0 || g->kv_block_size > 4096)
+    return invalid_argument("kv_block_size " + std::to_string(g->kv_block_size) + " not in 1..4096");
+  if (g->max_context == 0) g->max_context = std::min<uint32_t>(hp.context_length ? hp.context_length : 4096, 4096);
+  if (g->max_seqs == 0) g->max_seqs = 1;
+  if (g->n_kv_blocks == 0) {
+    const uint64_t per_seq = (uint64_t{g->max_context} + g->kv_block_size - 1) / g->kv_block_size;
+    const uint64_t n = per_seq * g->max_seqs;
+    if (n > (1u << 30)) return invalid_argument("KV cache of " + std::to_string(n) + " blocks is too large");
+    g->n_kv_blocks = static_cast<uint32_t>(n);
+  }
+  return Status::ok();
+}
+
+std::vector<uint8_t> default_sliding_layers(const HParams& hp) {
+  std::vector<uint8_t> s(hp.n_layers, 0);
+  for (uint32_t i = 0; i < hp.n_layers; ++i)
+    s[i] = hp.arch == Arch::kGemma3 && hp.sliding_window_pattern > 0 && (i + 1) % hp.sliding_window_pattern != 0;
+  return s;
+}
 
 Status validate_forward_batch(const ForwardBatch& b, uint32_t vocab_size, uint32_t kv_block_size, uint32_t n_kv_blocks) {
   const size_t n = b.tokens.size();

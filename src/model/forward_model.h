@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "formats/arch.h"
@@ -50,6 +51,21 @@ class ForwardModel {
   // Time per op when the backend was asked to measure it (CUDA: DUET_CUDA_PROFILE=1), else "".
   virtual std::string profile_report() const { return ""; }
 };
+
+// The paged cache's shape, as both backends size it: kv_block_size tokens per block, max_context
+// tokens per sequence (0: min(context_length, 4096)), room for max_seqs full sequences unless
+// n_kv_blocks is given. Fills the zeros in; fails on out-of-range values.
+struct CacheGeometry {
+  uint32_t kv_block_size = 16;
+  uint32_t max_context = 0;
+  uint32_t max_seqs = 1;
+  uint32_t n_kv_blocks = 0;
+};
+Status resolve_cache_geometry(const HParams& hp, CacheGeometry* g);
+
+// Gemma 3's sliding-window layers (every layer but each sliding_window_pattern-th), for weights
+// that did not come from the binders (which set it); one flag per layer.
+std::vector<uint8_t> default_sliding_layers(const HParams& hp);
 
 // Checks a batch against the cache geometry and vocabulary (shared by the backends).
 Status validate_forward_batch(const ForwardBatch& b, uint32_t vocab_size, uint32_t kv_block_size, uint32_t n_kv_blocks);

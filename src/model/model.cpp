@@ -46,21 +46,10 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path, const ModelO
 Result<std::unique_ptr<Model>> Model::create(ModelWeights weights, const ModelOptions& options) {
   ModelOptions opt = options;
   const HParams& hp = weights.hp;
-  if (weights.sliding.size() != hp.n_layers) {  // weights not from the binders: gemma3's pattern
-    weights.sliding.assign(hp.n_layers, 0);
-    for (uint32_t i = 0; i < hp.n_layers; ++i)
-      weights.sliding[i] = hp.arch == Arch::kGemma3 && hp.sliding_window_pattern > 0 && (i + 1) % hp.sliding_window_pattern != 0;
-  }
-  if (opt.kv_block_size == 0 || opt.kv_block_size > 4096)
-    return invalid_argument("kv_block_size " + std::to_string(opt.kv_block_size) + " not in 1..4096");
-  if (opt.max_context == 0) opt.max_context = std::min<uint32_t>(hp.context_length ? hp.context_length : 4096, 4096);
-  if (opt.max_seqs == 0) opt.max_seqs = 1;
-  if (opt.n_kv_blocks == 0) {
-    const uint64_t per_seq = (uint64_t{opt.max_context} + opt.kv_block_size - 1) / opt.kv_block_size;
-    const uint64_t n = per_seq * opt.max_seqs;
-    if (n > (1u << 30)) return invalid_argument("KV cache of " + std::to_string(n) + " blocks is too large");
-    opt.n_kv_blocks = static_cast<uint32_t>(n);
-  }
+  if (weights.sliding.size() != hp.n_layers) weights.sliding = default_sliding_layers(hp);  // not from the binders
+  CacheGeometry g{opt.kv_block_size, opt.max_context, opt.max_seqs, opt.n_kv_blocks};
+  DUET_RETURN_IF_ERROR(resolve_cache_geometry(hp, &g));
+  opt.kv_block_size = g.kv_block_size, opt.max_context = g.max_context, opt.max_seqs = g.max_seqs, opt.n_kv_blocks = g.n_kv_blocks;
   DUET_ASSIGN_OR_RETURN(KvStore kv, KvStore::create(hp.n_layers, hp.n_kv_heads, hp.head_dim, opt.kv_block_size,
                                                     opt.n_kv_blocks, opt.kv_dtype));
   return std::unique_ptr<Model>(new Model(std::move(weights), opt, std::move(kv)));

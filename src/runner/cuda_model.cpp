@@ -361,26 +361,15 @@ Result<std::unique_ptr<CudaModel>> CudaModel::create(ModelWeights weights, const
   m.opt = options;
   DUET_ASSIGN_OR_RETURN(m.dev, query_device(options.device));
   const HParams& hp = weights.hp;
-  if (weights.sliding.size() != hp.n_layers) {
-    weights.sliding.assign(hp.n_layers, 0);
-    for (uint32_t i = 0; i < hp.n_layers; ++i)
-      weights.sliding[i] = hp.arch == Arch::kGemma3 && hp.sliding_window_pattern > 0 && (i + 1) % hp.sliding_window_pattern != 0;
-  }
+  if (weights.sliding.size() != hp.n_layers) weights.sliding = default_sliding_layers(hp);  // not from the binders
   CudaModelOptions& opt = m.opt;
   if (opt.kv_dtype != DType::kF16 && opt.kv_dtype != DType::kF32) return invalid_argument("KV cache type must be F16 or F32");
-  if (opt.kv_block_size == 0 || opt.kv_block_size > 4096)
-    return invalid_argument("kv_block_size " + std::to_string(opt.kv_block_size) + " not in 1..4096");
   if (hp.head_dim > 256 || hp.head_dim % 2 != 0)
     return invalid_argument("head_dim " + std::to_string(hp.head_dim) + " not supported by the CUDA attention (even, <= 256)");
   m.attn_hd = hp.head_dim <= 64 ? 64 : hp.head_dim <= 128 ? 128 : 256;
-  if (opt.max_context == 0) opt.max_context = std::min<uint32_t>(hp.context_length ? hp.context_length : 4096, 4096);
-  if (opt.max_seqs == 0) opt.max_seqs = 1;
-  if (opt.n_kv_blocks == 0) {
-    const uint64_t per_seq = (uint64_t{opt.max_context} + opt.kv_block_size - 1) / opt.kv_block_size;
-    const uint64_t nb = per_seq * opt.max_seqs;
-    if (nb > (1u << 30)) return invalid_argument("KV cache of " + std::to_string(nb) + " blocks is too large");
-    opt.n_kv_blocks = static_cast<uint32_t>(nb);
-  }
+  CacheGeometry g{opt.kv_block_size, opt.max_context, opt.max_seqs, opt.n_kv_blocks};
+  DUET_RETURN_IF_ERROR(resolve_cache_geometry(hp, &g));
+  opt.kv_block_size = g.kv_block_size, opt.max_context = g.max_context, opt.max_seqs = g.max_seqs, opt.n_kv_blocks = g.n_kv_blocks;
   if (opt.max_batch_tokens == 0) opt.max_batch_tokens = 512;
   const bool llamacpp = opt.numerics == Numerics::kLlamaCpp || (opt.numerics == Numerics::kAuto && weights.source == "gguf");
   m.gelu = llamacpp ? GeluMode::kF16Table : GeluMode::kExact;

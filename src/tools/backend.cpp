@@ -2,10 +2,13 @@
 #include "tools/backend.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <random>
 
 #include "base/log.h"
+#include "formats/gguf_tokenizer.h"
+#include "tokenizer/hf_tokenizer_json.h"
 #include "model/model.h"
 #include "model/session.h"
 #ifdef DUET_WITH_CUDA
@@ -21,6 +24,21 @@ void add_backend_options(CLI::App& app, BackendOptions& o) {
   app.add_flag("--no-graphs", o.no_graphs, "CUDA: run decode steps eagerly instead of replaying CUDA graphs");
   app.add_option("-t,--threads", o.n_threads, "CPU threads (default: all cores)");
   app.add_flag("--kv-f32", o.kv_f32, "keep the KV cache in F32 instead of F16");
+}
+
+Result<std::unique_ptr<Tokenizer>> load_model_tokenizer(const ModelWeights& w, const std::string& path) {
+  Result<TokenizerSpec> spec = invalid_argument("no tokenizer");
+  if (w.gguf) {
+    spec = tokenizer_spec_from_gguf(*w.gguf);
+  } else {
+    std::error_code ec;
+    const std::string dir =
+        std::filesystem::is_directory(path, ec) ? path : std::filesystem::path(path).parent_path().string();
+    spec = tokenizer_spec_from_hf_json(dir + "/tokenizer.json");
+    if (spec.is_ok()) tokenizer_spec_add_default_eog_ids(&spec.value());
+  }
+  if (!spec.is_ok()) return spec.status();
+  return Tokenizer::create(std::move(spec.value()));
 }
 
 Result<std::unique_ptr<ForwardModel>> open_backend(ModelWeights weights, const BackendOptions& o) {

@@ -12,6 +12,7 @@
 #include "base/status.h"
 #include "model/forward_model.h"
 #include "model/weights.h"
+#include "tokenizer/tokenizer.h"
 
 namespace duet {
 
@@ -28,6 +29,10 @@ struct BackendOptions {
 };
 
 void add_backend_options(CLI::App& app, BackendOptions& o);
+
+// The model's own tokenizer: GGUF metadata, or tokenizer.json (+ tokenizer_config.json) beside a
+// safetensors checkpoint (`path` is the file or directory the weights came from).
+Result<std::unique_ptr<Tokenizer>> load_model_tokenizer(const ModelWeights& w, const std::string& path);
 
 // Opens the backend o.device names (kInvalidArgument for an unknown or unavailable device).
 Result<std::unique_ptr<ForwardModel>> open_backend(ModelWeights weights, const BackendOptions& o);

@@ -44,20 +44,6 @@ int fail(const std::string& msg) {
   return 1;
 }
 
-Result<std::unique_ptr<Tokenizer>> load_tokenizer(const ModelWeights& w, const std::string& path) {
-  Result<TokenizerSpec> spec = invalid_argument("no tokenizer");
-  if (w.gguf) {
-    spec = tokenizer_spec_from_gguf(*w.gguf);
-  } else {
-    std::error_code ec;
-    const std::string dir =
-        std::filesystem::is_directory(path, ec) ? path : std::filesystem::path(path).parent_path().string();
-    spec = tokenizer_spec_from_hf_json(dir + "/tokenizer.json");
-  }
-  if (!spec.is_ok()) return spec.status();
-  return Tokenizer::create(std::move(spec.value()));
-}
-
 // Log-softmax of one row in double: returns log p[target]; fills lp (if given) with all of them.
 double log_softmax(const float* logits, int64_t n, int32_t target, std::vector<double>* lp) {
   float mx = logits[0];
@@ -155,7 +141,7 @@ int run_perplexity(int argc, char** argv) {
 
   auto weights = load_model_weights(model_path);
   if (!weights.is_ok()) return fail(weights.status().message());
-  auto tok = load_tokenizer(weights.value(), model_path);
+  auto tok = load_model_tokenizer(weights.value(), model_path);
   if (!tok.is_ok()) return fail("tokenizer: " + tok.status().message());
   std::ifstream tf(text_path, std::ios::binary);
   if (!tf) return fail("cannot open '" + text_path + "'");

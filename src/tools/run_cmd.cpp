@@ -39,21 +39,6 @@ int fail(const std::string& msg) {
 }
 
 // The model's own tokenizer: GGUF metadata, or tokenizer.json beside a safetensors checkpoint.
-Result<std::unique_ptr<Tokenizer>> load_tokenizer(const ModelWeights& w, const std::string& path) {
-  Result<TokenizerSpec> spec = invalid_argument("no tokenizer");
-  if (w.gguf) {
-    spec = tokenizer_spec_from_gguf(*w.gguf);
-  } else {
-    std::error_code ec;
-    const std::string dir =
-        std::filesystem::is_directory(path, ec) ? path : std::filesystem::path(path).parent_path().string();
-    spec = tokenizer_spec_from_hf_json(dir + "/tokenizer.json");
-    if (spec.is_ok()) tokenizer_spec_add_default_eog_ids(&spec.value());
-  }
-  if (!spec.is_ok()) return spec.status();
-  return Tokenizer::create(std::move(spec.value()));
-}
-
 Result<std::vector<int32_t>> parse_ids(const std::string& s) {
   std::vector<int32_t> ids;
   size_t i = 0;
@@ -163,7 +148,7 @@ int run_run(int argc, char** argv) {
 
   // The tokenizer: required for text prompts, optional (no text output) with --prompt-ids.
   std::unique_ptr<Tokenizer> tok;
-  if (auto t = load_tokenizer(weights.value(), model_path); t.is_ok()) {
+  if (auto t = load_model_tokenizer(weights.value(), model_path); t.is_ok()) {
     tok = std::move(t.value());
   } else if (prompt_ids.empty()) {
     return fail("tokenizer: " + t.status().message());
