@@ -4,8 +4,13 @@
 // llama.cpp does, hence a looser bound). Cases: several sequences of 1..3000 keys, kv_block_size
 // 16 / 256 / 7 with shuffled non-contiguous block ids, GQA groups 1/2/4/7/8, head_dim 64/128/256,
 // sliding windows shorter than the context, prefill-only, decode-only and mixed batches, F16 and
-// F32 caches; unwritten cache slots hold NaN so a read of one shows. Then a benchmark printout
-// (not pass/fail): decode K/V bandwidth and prompt TFLOP/s. Needs a CUDA device.
+// F32 caches; unwritten cache slots hold NaN so a read of one shows. On sm_80+ every case runs
+// twice, through both prompt paths (AttentionPromptPath: the mma.sync kernel and the generic
+// sm_70 kernels, which DUET_KERNELS=generic or DUET_ATTN_WMMA=1 select in a real run), so prompt
+// rows at head_dim 64/128/256, GQA, windows, ragged sequences and prompts continuing a cache go
+// through each (DUET_ATTN_MMA_VARIANT=w4b2 or w8b1 runs everything through the mma kernel's other
+// block shapes; attention.cu). Then a benchmark printout (not pass/fail): decode K/V bandwidth and
+// prompt TFLOP/s of both prompt paths. Needs a CUDA device.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -241,6 +246,17 @@ class GpuAttention : public ::testing::Test {
   void SetUp() override { ASSERT_GT(device_count(), 0) << "no CUDA device"; }
 };
 
+const char* path_name(AttentionPromptPath p) { return p == AttentionPromptPath::kMma ? "mma" : "generic"; }
+
+// The prompt paths this device runs: mma (where it is the default) and generic.
+std::vector<AttentionPromptPath> prompt_paths() {
+  set_attention_prompt_path(AttentionPromptPath::kAuto);
+  std::vector<AttentionPromptPath> paths;
+  if (attention_prompt_path() == AttentionPromptPath::kMma) paths.push_back(AttentionPromptPath::kMma);
+  paths.push_back(AttentionPromptPath::kGeneric);
+  return paths;
+}
+
 // Bounds. FP32 rows (the SIMT kernels: F32 caches, head_dim 256) vs double: FP32
 // dot products over <= 256 terms of size ~2 (q) x ~1 (k) and online-softmax sums over <= 3000
 // keys: score errors ~1e-5, weights relative ~1e-5, outputs (convex combinations of N(0,1) values,
@@ -248,7 +264,10 @@ class GpuAttention : public ::testing::Test {
 // and decode) round q and the weights to F16, like the CPU reference: relative 2^-11 each, up to
 // ~2.5e-3 on an output of |v| <= 5 from the weights and as much from q: bound 1e-2 against both
 // references. GPU vs CPU on other rows: the CPU's own F16 rounding, same 1e-2 for F16 caches,
-// 2e-4 for F32 (the CPU rounds nothing then).
+// 2e-4 for F32 (the CPU rounds nothing then). The mma prompt kernel (prompt rows of F16 caches at
+// every head_dim, head_dim 256 included) rounds the same two things, q as q * scale * log2(e)
+// instead of q * scale (the same 2^-11 relative step; the per-score error does not grow with
+// head_dim since q * scale keeps scores at std ~2): the tensor-core bound, 1e-2.
 TEST_F(GpuAttention, ParityTable) {
   const DType F16 = DType::kF16, F32 = DType::kF32;
   const std::vector<Case> cases = {
@@ -262,36 +281,55 @@ TEST_F(GpuAttention, ParityTable) {
       {"window 512 decode d128 g7", 28, 4, 128, 16, F16, 512, {{2999, 1}, {600, 1}, {100, 1}, {511, 1}, {512, 1}}},
       {"prefill 2 + chunk d64 F32", 16, 4, 64, 16, F32, 0, {{0, 2}, {1000, 70}}},
       {"window 100 bs7 d64 g1 F32", 4, 4, 64, 7, F32, 100, {{0, 250}, {400, 1}, {37, 80}}},
+      // Prompt-kernel edges: row tiles of 64 with ragged ends (2, 17, 64, 65, 130 tokens), prompts
+      // continuing a cache (n_ctx > 0, so key tiles start off the row tile), windows shorter than
+      // a tile and than the prompt, kv_block_size not dividing a tile, every head_dim.
+      {"prompt ragged d128 g7", 28, 4, 128, 16, F16, 0,
+       {{0, 2}, {0, 17}, {0, 64}, {0, 65}, {5, 63}, {0, 130}, {2000, 129}, {0, 1}, {33, 3}}},
+      {"prompt window 100 d64 g8", 32, 4, 64, 16, F16, 100, {{0, 300}, {50, 77}, {400, 1}}},
+      {"prompt ragged bs7 d256 g2", 16, 8, 256, 7, F16, 0, {{0, 97}, {1200, 33}, {0, 2}, {10, 1}}},
+      {"prompt window 40 bs7 d128 g1", 8, 8, 128, 7, F16, 40, {{0, 200}, {300, 90}}},
+      {"prompt continue bs256 d64 g4", 32, 8, 64, 256, F16, 0, {{2500, 200}, {63, 64}}},
+      {"prompt window 300 d256 g8", 16, 2, 256, 16, F16, 300, {{0, 1}, {700, 150}, {0, 70}}},
   };
+  const std::vector<AttentionPromptPath> paths = prompt_paths();
   int seed = 100;
-  std::printf("  %-30s %6s %6s  %-10s %-10s %-10s %-10s\n", "case", "tokens", "maxkv", "fp32-f64", "tc-f64", "cpu-f64",
-              "gpu-cpu");
+  std::printf("  %-30s %-7s %6s %6s  %-10s %-10s %-10s %-10s\n", "case", "prompt", "tokens", "maxkv", "fp32-f64",
+              "tc-f64", "cpu-f64", "gpu-cpu");
   for (const Case& c : cases) {
     const Problem p = make_problem(c, seed++);
     const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-    DeviceProblem dp(p);
-    dp.launch(p, scale);
-    const std::vector<float> got = dp.out.get();
     const std::vector<float> refd = reference_double(p, scale), refc = reference_cpu(p, scale);
-    double e_gd = 0, e_td = 0, e_cd = 0, e_gc = 0;
-    int64_t bad = 0;
-    const double bound_gc = c.dtype == F16 ? 1e-2 : 2e-4;
-    const size_t row = static_cast<size_t>(c.n_heads) * c.head_dim;
-    for (size_t i = 0; i < got.size(); ++i) {
-      const int t = static_cast<int>(i / row);
-      const bool tc = c.dtype == F16 && c.head_dim <= 128;  // both kernels use tensor cores there
-      const double gd = std::fabs(static_cast<double>(got[i]) - refd[i]);
-      const double cd = std::fabs(static_cast<double>(refc[i]) - refd[i]);
-      const double gc = std::fabs(static_cast<double>(got[i]) - refc[i]);
-      if (!(gd <= (tc ? 1e-2 : 2e-4)) || !(gc <= bound_gc)) ++bad;  // NaN counts as bad
-      (tc ? e_td : e_gd) = std::max(tc ? e_td : e_gd, gd);
-      e_cd = std::max(e_cd, cd);
-      e_gc = std::max(e_gc, gc);
+    for (const AttentionPromptPath path : paths) {
+      set_attention_prompt_path(path);
+      DeviceProblem dp(p);
+      dp.launch(p, scale);
+      const std::vector<float> got = dp.out.get();
+      double e_gd = 0, e_td = 0, e_cd = 0, e_gc = 0;
+      int64_t bad = 0;
+      const double bound_gc = c.dtype == F16 ? 1e-2 : 2e-4;
+      const size_t row = static_cast<size_t>(c.n_heads) * c.head_dim;
+      for (size_t i = 0; i < got.size(); ++i) {
+        const int t = static_cast<int>(i / row);
+        const bool prompt_row = p.tok_n[p.seq_ids[t]] > 1;
+        // Tensor-core rows: F16 caches at head_dim <= 128 (both paths, prompt and decode), and
+        // every F16 prompt row on the mma path.
+        const bool tc = c.dtype == F16 && (c.head_dim <= 128 || (prompt_row && path == AttentionPromptPath::kMma));
+        const double gd = std::fabs(static_cast<double>(got[i]) - refd[i]);
+        const double cd = std::fabs(static_cast<double>(refc[i]) - refd[i]);
+        const double gc = std::fabs(static_cast<double>(got[i]) - refc[i]);
+        if (!(gd <= (tc ? 1e-2 : 2e-4)) || !(gc <= bound_gc)) ++bad;  // NaN counts as bad
+        (tc ? e_td : e_gd) = std::max(tc ? e_td : e_gd, gd);
+        e_cd = std::max(e_cd, cd);
+        e_gc = std::max(e_gc, gc);
+      }
+      std::printf("  %-30s %-7s %6d %6d  %.3e  %.3e  %.3e  %.3e  %s\n", c.name, path_name(path), p.n_tokens,
+                  p.max_kv_len, e_gd, e_td, e_cd, e_gc, bad ? "FAIL" : "ok");
+      EXPECT_EQ(bad, 0) << c.name << " (" << path_name(path) << " prompt path): max |gpu - f64| " << e_gd
+                        << " (tc rows " << e_td << "), max |gpu - cpu| " << e_gc;
     }
-    std::printf("  %-30s %6d %6d  %.3e  %.3e  %.3e  %.3e  %s\n", c.name, p.n_tokens, p.max_kv_len, e_gd, e_td, e_cd,
-                e_gc, bad ? "FAIL" : "ok");
-    EXPECT_EQ(bad, 0) << c.name << ": max |gpu - f64| " << e_gd << ", max |gpu - cpu| " << e_gc;
   }
+  set_attention_prompt_path(AttentionPromptPath::kAuto);
 }
 
 // KV written by launch_kv_write then read by launch_attention in one stream, as the forward does
@@ -423,15 +461,38 @@ TEST_F(GpuAttention, Benchmark) {
     std::printf("  bench %-30s head_dim %d, %d q / %d kv heads: %8.1f us, K/V %7.1f GB/s = %4.1f%% of %.0f GB/s\n", b.name,
                 b.c.head_dim, b.c.n_heads, b.c.n_kv_heads, ms * 1e3, gbs, 100.0 * gbs / peak_gbs, peak_gbs);
   }
-  for (int d : {128, 64}) {
-    const Case c{"", 28, 4, d, 16, DType::kF16, 0, {{0, 2048}}};
+  // Prompt: both paths (generic = WMMA at head_dim <= 128, FP32 SIMT at 256). Causal flops
+  // 4 n^2 / 2 head_dim n_heads (QK^T and PV, each key counted once per row that sees it).
+  struct PromptBench {
+    int head_dim, n_heads, n_kv_heads;
+    std::vector<Seq> seqs;
+  };
+  const PromptBench prompts[] = {
+      {128, 28, 4, {{0, 2048}}},   // Qwen2-7B
+      {64, 28, 4, {{0, 2048}}},
+      {256, 16, 8, {{0, 2048}}},   // Gemma-2-9B-like
+      {128, 28, 4, {{0, 512}, {1024, 512}, {0, 300}, {3000, 200}}},  // ragged, two continuing a cache
+  };
+  for (const PromptBench& pb : prompts) {
+    const Case c{"", pb.n_heads, pb.n_kv_heads, pb.head_dim, 16, DType::kF16, 0, pb.seqs};
     const Problem p = bench_problem(c);
-    DeviceProblem dp(p);
-    const double ms = time_ms(dp, p, 1.0f / std::sqrt(static_cast<float>(d)), 10);
     double flops = 0;
-    for (int t = 0; t < 2048; ++t) flops += 4.0 * (t + 1) * c.n_heads * d;  // QK^T and PV, causal
-    std::printf("  bench prompt 2048 tokens, head_dim %d, 28 q / 4 kv heads: %8.1f us, %6.2f TFLOP/s (causal flops)\n", d,
-                ms * 1e3, flops / (ms * 1e-3) / 1e12);
+    int n_new = 0;
+    for (const Seq& s : pb.seqs) {
+      n_new += s.n_new;
+      for (int t = 0; t < s.n_new; ++t) flops += 4.0 * (s.n_ctx + t + 1) * c.n_heads * c.head_dim;
+    }
+    std::string shape = std::to_string(n_new) + " tokens";
+    if (pb.seqs.size() > 1) shape += " in " + std::to_string(pb.seqs.size()) + " seqs";
+    for (const AttentionPromptPath path : prompt_paths()) {
+      set_attention_prompt_path(path);
+      DeviceProblem dp(p);
+      const double ms = time_ms(dp, p, 1.0f / std::sqrt(static_cast<float>(c.head_dim)), 10);
+      std::printf("  bench prompt %-22s head_dim %3d, %d q / %d kv heads, %-7s: %8.1f us, %6.1f TFLOP/s (causal flops)\n",
+                  shape.c_str(), c.head_dim, c.n_heads, c.n_kv_heads, path_name(path), ms * 1e3,
+                  flops / (ms * 1e-3) / 1e12);
+    }
+    set_attention_prompt_path(AttentionPromptPath::kAuto);
   }
 }
 

@@ -1,9 +1,12 @@
 // Paged attention on the GPU (launch_attention; contract and cache layout in attention.h).
-// Kernels (nothing newer than sm_70: WMMA 16x16x16 F16 tensor cores, warp shuffles, FP32 SIMT,
-// so all of this is also the generic path; shared memory per block fits a V100's 96 KB):
+// Kernels (all but one use nothing newer than sm_70: WMMA 16x16x16 F16 tensor cores, warp
+// shuffles, FP32 SIMT, so they are also the generic path; shared memory per block fits a V100's
+// 96 KB):
 //   - prompt: flash-attention tiles (a tile of query rows of one sequence and one query head
 //     against 64-key tiles, online softmax), for sequences with several tokens in the batch;
-//     tensor cores for F16 caches at head_dim <= 128, FP32 SIMT otherwise;
+//     F16 caches on sm_80+: attention_prompt_mma_kernel (mma.sync m16n8k16, ldmatrix, cp.async;
+//     code guarded by __CUDA_ARCH__ >= 800, chosen at run time by use_mma_prompt); otherwise
+//     WMMA tensor cores for F16 caches at head_dim <= 128, FP32 SIMT for the rest;
 //   - decode: one query token per block with all query heads of a KV-head group together so K/V
 //     are read once per group, the context optionally split over several blocks; tensor cores
 //     (group <= 16, F16, head_dim <= 128) or FP32 SIMT;
@@ -13,11 +16,14 @@
 // The launcher picks by batch shape: max_seq_tokens <= 1 runs decode only; otherwise the prompt
 // kernel takes sequences with >= 2 tokens and the decode kernel those with one (a mixed batch).
 // Runs on the caller's stream; no allocation; no synchronisation (graph-capturable; the
-// one-time cudaFuncSetAttribute for large shared memory happens on the first launch per device).
+// one-time cudaFuncSetAttribute for large shared memory and the one-time sm_80+ query of
+// use_mma_prompt happen on the first launch per device, which must not be captured).
 #include <algorithm>
-#include <climits>
-#include <mma.h>
 #include <atomic>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <mma.h>
 
 #include "base/check.h"
 #include "kernels/cuda/attention.h"
@@ -117,6 +123,8 @@ constexpr int kMaxHeads = 8;
 // decode kernel does not apply (F32 caches, head_dim 256, groups > 16).
 template <int D, typename T>
 __global__ void __launch_bounds__(kDecWarps * 32, D == 256 ? 3 : 4) attention_decode_kernel(AttnArgs a) {
+  detail::pdl_trigger();  // launched programmatically in decode chains (launch_attention's pdl)
+  detail::pdl_wait();
   constexpr int kDpl = D / 32;             // V dims per lane
   constexpr int kVec = 16 / sizeof(T);     // K elements per 16-byte load
   constexpr int kKChunks = D / kVec;       // 16-byte loads per K row
@@ -314,6 +322,8 @@ struct DtShape {
 // so the loads of tile i+1 overlap the math of tile i, and fewer block barriers per tile.
 template <int D>
 __global__ void __launch_bounds__(kDtThreads) attention_decode_tc_kernel(AttnArgs a) {
+  detail::pdl_trigger();  // launched programmatically in decode chains (launch_attention's pdl)
+  detail::pdl_wait();
   namespace wmma = nvcuda::wmma;
   using S = DtShape<D>;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -470,6 +480,8 @@ __global__ void __launch_bounds__(kDtThreads) attention_decode_tc_kernel(AttnArg
 // over the token's splits (tokens with one split were written by the decode kernel). Reads
 // (head_dim + 2) floats per split: negligible next to the K/V bytes.
 __global__ void attention_merge_kernel(AttnArgs a, int head_dim) {
+  detail::pdl_trigger();  // launched programmatically in decode chains (launch_attention's pdl)
+  detail::pdl_wait();
   const int t = blockIdx.x, head = blockIdx.y, d = threadIdx.x;
   if (a.only_single && a.seq_n_tokens[a.seq_ids[t]] != 1) return;
   const int pos = a.positions[t];
@@ -736,7 +748,7 @@ __device__ __forceinline__ void load_kv_tile_f16(const __half* src, const int64_
 // F16 is what llama.cpp's CPU path (the CPU reference) does too: error vs exact ~1e-3 relative.
 // Measured on an H200, 2048 causal tokens, 28 heads: 40 TFLOP/s at head_dim 128 and 64 (the FP32
 // kernel: 24). Bounded by the SIMT softmax/rescale work and shared-memory round trips of the
-// output tile; mma.sync with register-resident accumulators (sm_80+) would be the next step.
+// output tile; attention_prompt_mma_kernel (register-resident accumulators) replaces it on sm_80+.
 template <int D>
 __global__ void __launch_bounds__(kTcWarps * 32) attention_prompt_tc_kernel(AttnArgs a) {
   namespace wmma = nvcuda::wmma;
@@ -893,6 +905,303 @@ __global__ void __launch_bounds__(kTcWarps * 32) attention_prompt_tc_kernel(Attn
   }
 }
 
+// ---- Prompt, mma.sync (sm_80+, F16 caches, head_dim 64 / 128 / 256) ----
+// W warps per block, 16 query rows each.
+template <int D, int W>
+struct MmaShape {
+  static constexpr int kBm = 16 * W;              // query rows per block
+  static constexpr int kBn = D == 256 ? 32 : 64;  // keys per tile (256: keeps O + S under 255 registers)
+  static constexpr int kRow = D + 8;              // halves: +16 bytes so ldmatrix's 8 row reads hit distinct banks
+  static constexpr size_t kQBytes = size_t{kBm} * kRow * 2;
+  static constexpr size_t kTileBytes = size_t{kBn} * kRow * 2;
+  static constexpr size_t kSmemBytes = kQBytes + 2 * kTileBytes;  // Q, one K tile, one V tile
+  static_assert(kQBytes % 128 == 0 && kTileBytes % 128 == 0, "region alignment");
+  static_assert(kBn * (D / 8) % (W * 32) == 0, "tile copy: whole 16-byte chunks per thread");
+};
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes global -> shared, asynchronous; valid == false writes 16 zero bytes and reads nothing.
+__device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+
+// Four 8x8 b16 matrices; lanes 8 i .. 8 i + 7 give the row addresses of matrix i, r[i] its fragment.
+__device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldsm_x4_trans(uint32_t addr, uint32_t (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+// c (16x8 F32) += a (16x16 F16, row) b (16x8 F16, col).
+__device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+               "{%0, %1, %2, %3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// 2^x (MUFU, relative error ~2^-22; -inf -> 0).
+__device__ __forceinline__ float exp2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+__device__ __forceinline__ uint32_t half2_bits(__half2 h) { return *reinterpret_cast<uint32_t*>(&h); }
+#endif
+
+// Grid (n_heads, ceil(max_seq_tokens / 16 W), n_seqs), W warps; warp w owns query rows 16 w ..
+// 16 w + 15 of the block's tile (FlashAttention-2: softmax state and the 16 x D output in
+// registers). Same blocking, masking and row contract as attention_prompt_tc_kernel: tiles of 16 W
+// rows of one sequence (sequences with < 2 tokens exit) and one query head, against keys
+// [first row's window begin, last row's position] in kBn-key tiles (64; 32 at head_dim 256), tiles
+// in reverse order so the longest start first. q: F32 rows, pre-multiplied by scale * log2(e) and
+// rounded to F16 (scores come out in base 2, so the softmax uses ex2); K/V: the F16 paged cache,
+// gathered through the block table by cp.async into padded shared rows (keys past the range are
+// zero-filled: unwritten slots may hold NaN). Pipeline, one K and one V buffer: V(i) loads while
+// S = Q K(i)^T and the softmax run, K(i+1) loads while O += P V(i) runs. S: mma.sync m16n8k16 with
+// K fragments by ldmatrix; masking only on tiles that straddle a row's range; online softmax per row
+// across the 4 lanes holding it (quad shuffles), weights rounded to F16 as they feed the P V mma
+// straight from the S registers (and summed as rounded, like the WMMA kernel); V fragments by
+// ldmatrix.trans. Warps whose rows have no key in a tile skip its math. Numerics as the WMMA kernel:
+// F16 q and weights, F32 accumulation and statistics (error vs exact ~1e-3 relative).
+// kMinBlocks (blocks per SM the registers must allow), ptxas (CUDA 13) for sm_90 at W = 4:
+// head_dim 64 at 3: 148 registers; 128 at 3: 168 registers + 24 bytes of spill stores and loads in
+// the code (a few values reloaded per tile at most), at 2: 210, no spill; 256 at 2: 246, no spill.
+// Dynamic shared memory at W = 4: 27 / 51 / 66 KB, 7 / 4 / 3 blocks per H200 SM.
+// Expected bound: ldmatrix bandwidth (a warp reads 2 bytes of K/V per 16 flops: ~535 TFLOP/s on
+// an H200 at 128 B/clock/SM) and mma.sync issue; K/V tiles come from L2 (each block reads its
+// whole key range: ~3 TB/s of L2 traffic at 200 TFLOP/s with 64-row blocks, half with 128).
+// Target >= 200 TFLOP/s on an H200 at 2048 causal tokens, head_dim 128 (WMMA kernel: 40).
+template <int D, int W, int kMinBlocks>
+__global__ void __launch_bounds__(W * 32, kMinBlocks) attention_prompt_mma_kernel(AttnArgs a) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  using S = MmaShape<D, W>;
+  constexpr int kBm = S::kBm, kBn = S::kBn, kRow = S::kRow, kChunks = D / 8, kThreads = W * 32;
+  constexpr bool kQInRegs = D <= 128;  // at 256 (O alone is 128 registers) Q fragments are re-read from shared memory
+  constexpr float kLog2e = 1.4426950408889634f;
+  extern __shared__ __align__(128) unsigned char smem[];
+  __half* qs = reinterpret_cast<__half*>(smem);
+  __half* ks = reinterpret_cast<__half*>(smem + S::kQBytes);
+  __half* vs = reinterpret_cast<__half*>(smem + S::kQBytes + S::kTileBytes);
+  __shared__ int64_t koff[2][kBn];  // per-key element offsets of the tiles in flight (-1: zero row)
+  __shared__ int rpos[kBm], rkb[kBm];
+
+  const int head = blockIdx.x, seq = blockIdx.z;
+  const int tile = gridDim.y - 1 - blockIdx.y;
+  const int n = a.seq_n_tokens[seq];
+  if (n < 2) return;
+  const int r0 = tile * kBm;
+  if (r0 >= n) return;
+  const int tb = a.seq_token_begin[seq] + r0;
+  const int nr = min(kBm, n - r0);
+  const int kvh = head / a.group;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+
+  if (tid < kBm) {
+    if (tid < nr) {
+      const int p = a.positions[tb + tid];
+      rpos[tid] = p;
+      rkb[tid] = window_begin(p, a.window);
+    } else {
+      rpos[tid] = -1;  // padding row: no key allowed, never written
+      rkb[tid] = INT_MAX;
+    }
+  }
+  const float qscale = a.scale * kLog2e;
+  const float* qh = a.q + static_cast<int64_t>(head) * D;
+  for (int i = tid; i < kBm * (D / 4); i += kThreads) {
+    const int r = i / (D / 4), c4 = i - r * (D / 4);
+    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (r < nr) v = *reinterpret_cast<const float4*>(qh + static_cast<int64_t>(tb + r) * a.ldq + 4 * c4);
+    __half2* dst = reinterpret_cast<__half2*>(&qs[r * kRow + 4 * c4]);
+    dst[0] = __floats2half2_rn(v.x * qscale, v.y * qscale);
+    dst[1] = __floats2half2_rn(v.z * qscale, v.w * qscale);
+  }
+  __syncthreads();
+
+  const int k_lo = rkb[0], k_hi = rpos[nr - 1] + 1;
+  const int n_tiles = (k_hi - k_lo + kBn - 1) / kBn;
+  const int32_t* table = a.block_tables + static_cast<int64_t>(seq) * a.max_blocks;
+  const __half* kc = static_cast<const __half*>(a.k);
+  const __half* vc = static_cast<const __half*>(a.v);
+  const int bs = a.kv_block_size;
+  auto key_offset = [&](int p) -> int64_t {
+    if (p >= k_hi) return -1;
+    const int32_t blk = table[p / bs];
+    return ((static_cast<int64_t>(blk) * a.n_kv_heads + kvh) * bs + p % bs) * D;
+  };
+  // Issues the copy of one tile (kBn rows of D halves) and commits it as one cp.async group.
+  auto load_tile = [&](const __half* src, __half* dst, const int64_t* off) {
+#pragma unroll
+    for (int u = 0; u < kBn * kChunks / kThreads; ++u) {
+      const int i = tid + u * kThreads;
+      const int c = i / kChunks, c8 = i - c * kChunks;
+      const int64_t o = off[c];
+      cp_async_16(smem_u32(dst + c * kRow + 8 * c8), o >= 0 ? src + o + 8 * c8 : src, o >= 0);
+    }
+    cp_async_commit();
+  };
+  if (tid < kBn) koff[0][tid] = key_offset(k_lo + tid);
+  __syncthreads();
+  load_tile(kc, ks, koff[0]);
+
+  // Warp-uniform row ranges (positions increase along the tile, so do window begins).
+  const int wr0 = 16 * warp;
+  const int w_kb_min = wr0 < nr ? rkb[wr0] : INT_MAX;                  // first row's window begin
+  const int w_pos_max = wr0 < nr ? rpos[min(wr0 + 15, nr - 1)] : -1;  // last real row's position
+  const int w_kb_max = rkb[wr0 + 15], w_pos_min = rpos[wr0];          // INT_MAX / -1 if any padding
+  // Lane (g, t4) holds rows g and g + 8 of the warp's 16, columns 2 t4, 2 t4 + 1 of each 8-wide n-tile.
+  const int g = lane >> 2, t4 = lane & 3;
+  const int pos_a = rpos[wr0 + g], kb_a = rkb[wr0 + g], pos_b = rpos[wr0 + g + 8], kb_b = rkb[wr0 + g + 8];
+
+  // ldmatrix lane addressing (byte offsets inside a tile; see the fragment layouts of m16n8k16).
+  const uint32_t q_base = smem_u32(qs + (wr0 + (lane & 15)) * kRow + (lane >> 4) * 8);
+  const uint32_t k_base = smem_u32(ks + ((lane >> 4) * 8 + (lane & 7)) * kRow + ((lane >> 3) & 1) * 8);
+  const uint32_t v_base = smem_u32(vs + (((lane >> 3) & 1) * 8 + (lane & 7)) * kRow + (lane >> 4) * 8);
+
+  uint32_t qf[kQInRegs ? D / 16 : 1][4];
+  if constexpr (kQInRegs) {
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) ldsm_x4(q_base + kk * 32, qf[kk]);
+  }
+
+  float o[D / 8][4];
+#pragma unroll
+  for (int j = 0; j < D / 8; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+  float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.0f, l_b = 0.0f;  // l: this lane's partial sums
+
+  for (int it = 0; it < n_tiles; ++it) {
+    const int k0 = k_lo + it * kBn;
+    // Offsets of the next tile: koff[(it + 1) & 1] was last read when V(it - 1) was issued.
+    if (tid < kBn && it + 1 < n_tiles) koff[(it + 1) & 1][tid] = key_offset(k0 + kBn + tid);
+    cp_async_wait_all();
+    __syncthreads();  // K(it) is in for every thread; every warp is done with V(it - 1)
+    load_tile(vc, vs, koff[it & 1]);
+
+    const bool active = k0 <= w_pos_max && k0 + kBn > w_kb_min;  // warp-uniform
+    uint32_t pf[kBn / 16][4];  // the weights as A fragments of P V (one per 16-key step)
+    if (active) {
+      float s[kBn / 8][4];
+#pragma unroll
+      for (int j = 0; j < kBn / 8; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        uint32_t qa[4];
+        if constexpr (kQInRegs) {
+          qa[0] = qf[kk][0], qa[1] = qf[kk][1], qa[2] = qf[kk][2], qa[3] = qf[kk][3];
+        } else {
+          ldsm_x4(q_base + kk * 32, qa);
+        }
+#pragma unroll
+        for (int np = 0; np < kBn / 16; ++np) {
+          uint32_t b[4];
+          ldsm_x4(k_base + (np * 16 * kRow + kk * 16) * 2, b);
+          mma_16816(s[2 * np], qa, b[0], b[1]);
+          mma_16816(s[2 * np + 1], qa, b[2], b[3]);
+        }
+      }
+      // Causal / window / past-the-range mask, only where the tile is not inside every row's range.
+      if (!(k0 >= w_kb_max && k0 + kBn - 1 <= w_pos_min)) {
+#pragma unroll
+        for (int j = 0; j < kBn / 8; ++j)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int key = k0 + 8 * j + 2 * t4 + e;
+            if (key < kb_a || key > pos_a) s[j][e] = -INFINITY;
+            if (key < kb_b || key > pos_b) s[j][2 + e] = -INFINITY;
+          }
+      }
+      float mx_a = -INFINITY, mx_b = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < kBn / 8; ++j) {
+        mx_a = fmaxf(mx_a, fmaxf(s[j][0], s[j][1]));
+        mx_b = fmaxf(mx_b, fmaxf(s[j][2], s[j][3]));
+      }
+#pragma unroll
+      for (int x = 1; x <= 2; x <<= 1) {  // the 4 lanes of a row
+        mx_a = fmaxf(mx_a, __shfl_xor_sync(detail::kFullMask, mx_a, x));
+        mx_b = fmaxf(mx_b, __shfl_xor_sync(detail::kFullMask, mx_b, x));
+      }
+      const float mn_a = fmaxf(m_a, mx_a), mn_b = fmaxf(m_b, mx_b);
+      const float base_a = mn_a == -INFINITY ? 0.0f : mn_a;  // a row with no key yet stays empty
+      const float base_b = mn_b == -INFINITY ? 0.0f : mn_b;
+      const float alpha_a = exp2_approx(m_a - base_a), alpha_b = exp2_approx(m_b - base_b);  // 0 while m = -inf
+      m_a = mn_a, m_b = mn_b;
+      float sum_a = 0.0f, sum_b = 0.0f;
+#pragma unroll
+      for (int np = 0; np < kBn / 16; ++np)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const float* sj = s[2 * np + h];
+          const __half2 pa = __floats2half2_rn(exp2_approx(sj[0] - base_a), exp2_approx(sj[1] - base_a));
+          const __half2 pb = __floats2half2_rn(exp2_approx(sj[2] - base_b), exp2_approx(sj[3] - base_b));
+          const float2 fa = __half22float2(pa), fb = __half22float2(pb);  // summed as rounded, as applied
+          sum_a += fa.x + fa.y;
+          sum_b += fb.x + fb.y;
+          // A fragment of m16n8k16: {row g, k 0-7}, {row g+8, k 0-7}, {row g, k 8-15}, {row g+8, k 8-15}.
+          pf[np][2 * h] = half2_bits(pa);
+          pf[np][2 * h + 1] = half2_bits(pb);
+        }
+      l_a = l_a * alpha_a + sum_a;
+      l_b = l_b * alpha_b + sum_b;
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j) {
+        o[j][0] *= alpha_a, o[j][1] *= alpha_a;
+        o[j][2] *= alpha_b, o[j][3] *= alpha_b;
+      }
+    }
+    cp_async_wait_all();
+    __syncthreads();  // V(it) is in; every warp is done with K(it)
+    if (it + 1 < n_tiles) load_tile(kc, ks, koff[(it + 1) & 1]);
+    if (active) {
+#pragma unroll
+      for (int np = 0; np < kBn / 16; ++np)
+#pragma unroll
+        for (int dp = 0; dp < D / 16; ++dp) {
+          uint32_t b[4];
+          ldsm_x4_trans(v_base + (np * 16 * kRow + dp * 16) * 2, b);
+          mma_16816(o[2 * dp], pf[np], b[0], b[1]);
+          mma_16816(o[2 * dp + 1], pf[np], b[2], b[3]);
+        }
+    }
+  }
+
+#pragma unroll
+  for (int x = 1; x <= 2; x <<= 1) {
+    l_a += __shfl_xor_sync(detail::kFullMask, l_a, x);
+    l_b += __shfl_xor_sync(detail::kFullMask, l_b, x);
+  }
+  const int row_a = wr0 + g, row_b = wr0 + g + 8;
+  if (row_a < nr) {
+    const float inv = 1.0f / l_a;
+    float* out = a.out + static_cast<int64_t>(tb + row_a) * a.ldo + static_cast<int64_t>(head) * D + 2 * t4;
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) *reinterpret_cast<float2*>(out + 8 * j) = make_float2(o[j][0] * inv, o[j][1] * inv);
+  }
+  if (row_b < nr) {
+    const float inv = 1.0f / l_b;
+    float* out = a.out + static_cast<int64_t>(tb + row_b) * a.ldo + static_cast<int64_t>(head) * D + 2 * t4;
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) *reinterpret_cast<float2*>(out + 8 * j) = make_float2(o[j][2] * inv, o[j][3] * inv);
+  }
+#else
+  (void)a;
+  __trap();  // launched only where attention_prompt_path() found code for sm_80+
+#endif
+}
+
 template <int D>
 void launch_prompt_tc(const AttnArgs& a, int n_seqs, int max_seq_tokens, cudaStream_t stream) {
   using S = TcShape<D>;
@@ -908,6 +1217,96 @@ void launch_prompt_tc(const AttnArgs& a, int n_seqs, int max_seq_tokens, cudaStr
   const dim3 grid(a.n_heads, static_cast<unsigned>(detail::ceil_div(max_seq_tokens, kTcBm)), n_seqs);
   attention_prompt_tc_kernel<D><<<grid, kTcWarps * 32, S::kSmemBytes, stream>>>(a);
   DUET_CUDA_CHECK_LAUNCH();
+}
+
+template <int D, int W, int kMinBlocks>
+void launch_prompt_mma(const AttnArgs& a, int n_seqs, int max_seq_tokens, cudaStream_t stream) {
+  using S = MmaShape<D, W>;
+  static std::atomic<uint64_t> opted_in{0};
+  int dev = 0;
+  DUET_CUDA_CHECK(cudaGetDevice(&dev));
+  const uint64_t bit = uint64_t{1} << (dev & 63);
+  if (!(opted_in.load(std::memory_order_acquire) & bit)) {
+    DUET_CUDA_CHECK(cudaFuncSetAttribute(attention_prompt_mma_kernel<D, W, kMinBlocks>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(S::kSmemBytes)));
+    opted_in.fetch_or(bit, std::memory_order_release);
+  }
+  const dim3 grid(a.n_heads, static_cast<unsigned>(detail::ceil_div(max_seq_tokens, S::kBm)), n_seqs);
+  attention_prompt_mma_kernel<D, W, kMinBlocks><<<grid, W * 32, S::kSmemBytes, stream>>>(a);
+  DUET_CUDA_CHECK_LAUNCH();
+}
+
+// ---- Prompt path choice (AttentionPromptPath in attention.h) ----
+std::atomic<int> g_prompt_override{static_cast<int>(AttentionPromptPath::kAuto)};
+
+// DUET_KERNELS=generic or DUET_ATTN_WMMA=1 (any value but "" and "0"), read once per process.
+bool env_wants_generic_prompt() {
+  static const bool v = [] {
+    const char* k = std::getenv("DUET_KERNELS");
+    const char* w = std::getenv("DUET_ATTN_WMMA");
+    return (k && std::strcmp(k, "generic") == 0) || (w && *w && std::strcmp(w, "0") != 0);
+  }();
+  return v;
+}
+
+// Whether the current device can run attention_prompt_mma_kernel: compute capability >= 8.0 and
+// the kernel's code built for it (not JIT-compiled from sm_70 PTX, where its body is a trap).
+// Queried once per device (bit = device), on its first launch: outside graph capture, like the
+// shared-memory opt-ins.
+bool device_has_mma_prompt() {
+  static std::atomic<uint64_t> known{0}, ok{0};
+  int dev = 0;
+  DUET_CUDA_CHECK(cudaGetDevice(&dev));
+  const uint64_t bit = uint64_t{1} << (dev & 63);
+  if (!(known.load(std::memory_order_acquire) & bit)) {
+    int major = 0;
+    DUET_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    cudaFuncAttributes fa{};
+    DUET_CUDA_CHECK(cudaFuncGetAttributes(&fa, attention_prompt_mma_kernel<128, 4, 3>));
+    if (major >= 8 && fa.ptxVersion >= 80) ok.fetch_or(bit, std::memory_order_release);
+    known.fetch_or(bit, std::memory_order_release);
+  }
+  return ok.load(std::memory_order_acquire) & bit;
+}
+
+// Tuning knob, read once per process: DUET_ATTN_MMA_VARIANT picks the block shape of the
+// head_dim 64 / 128 mma kernels (head_dim 256 always runs 4 warps, 2 blocks per SM):
+//   w4b3 (default): 4 warps, registers capped for 3 blocks per SM (head_dim 128: small spill);
+//   w4b2: 4 warps, 2 blocks per SM (head_dim 128: 210 registers, no spill);
+//   w8b1: 8 warps (128 query rows: half the K/V tile loads per row), 1 block per SM.
+enum class MmaVariant { kW4B3, kW4B2, kW8B1 };
+MmaVariant mma_variant() {
+  static const MmaVariant v = [] {
+    const char* e = std::getenv("DUET_ATTN_MMA_VARIANT");
+    if (e && std::strcmp(e, "w4b2") == 0) return MmaVariant::kW4B2;
+    if (e && std::strcmp(e, "w8b1") == 0) return MmaVariant::kW8B1;
+    return MmaVariant::kW4B3;
+  }();
+  return v;
+}
+
+template <int D>
+void launch_prompt_mma_for_dim(const AttnArgs& a, int n_seqs, int max_seq_tokens, cudaStream_t stream) {
+  if constexpr (D == 256) {
+    launch_prompt_mma<256, 4, 2>(a, n_seqs, max_seq_tokens, stream);
+  } else {
+    switch (mma_variant()) {
+      case MmaVariant::kW4B2: launch_prompt_mma<D, 4, 2>(a, n_seqs, max_seq_tokens, stream); break;
+      case MmaVariant::kW8B1: launch_prompt_mma<D, 8, 1>(a, n_seqs, max_seq_tokens, stream); break;
+      default: launch_prompt_mma<D, 4, 3>(a, n_seqs, max_seq_tokens, stream); break;
+    }
+  }
+}
+
+bool use_mma_prompt() {
+  const auto forced = static_cast<AttentionPromptPath>(g_prompt_override.load(std::memory_order_relaxed));
+  if (forced == AttentionPromptPath::kGeneric) return false;
+  const bool have = device_has_mma_prompt();
+  if (forced == AttentionPromptPath::kMma) {
+    DUET_CHECK_MSG(have, "attention prompt path forced to mma.sync on a device without sm_80+ code for it");
+    return true;
+  }
+  return have && !env_wants_generic_prompt();
 }
 
 template <int D, int TM, int TN, typename T>
@@ -929,12 +1328,15 @@ void launch_prompt(const AttnArgs& a, int n_seqs, int max_seq_tokens, cudaStream
 }
 
 template <int D, typename T>
-void launch_by_dim(const AttnArgs& a, int n_tokens, int n_seqs, int max_seq_tokens, int splits, cudaStream_t stream) {
+void launch_by_dim(const AttnArgs& a, int n_tokens, int n_seqs, int max_seq_tokens, int splits, bool mma, bool pdl,
+                   cudaStream_t stream) {
   if (max_seq_tokens > 1) {
-    // F16 caches at head_dim <= 128 take the tensor-core kernel (sm_70 WMMA; its shared memory
-    // fits a V100); F32 caches (exact checks) and head_dim 256 the FP32 SIMT kernel.
+    // F16 caches: the mma.sync kernel where `mma` (sm_80+, see use_mma_prompt), else at head_dim
+    // <= 128 the WMMA kernel (sm_70; its shared memory fits a V100); F32 caches (exact checks)
+    // and F16 at head_dim 256 without `mma` the FP32 SIMT kernel.
     constexpr bool kTc = sizeof(T) == 2 && D <= 128;
-    if constexpr (kTc) launch_prompt_tc<D>(a, n_seqs, max_seq_tokens, stream);
+    if (sizeof(T) == 2 && mma) launch_prompt_mma_for_dim<D>(a, n_seqs, max_seq_tokens, stream);
+    else if constexpr (kTc) launch_prompt_tc<D>(a, n_seqs, max_seq_tokens, stream);
     else if constexpr (D == 64) launch_prompt<64, 4, 4, T>(a, n_seqs, max_seq_tokens, stream);
     else if constexpr (D == 128) launch_prompt<128, 4, 2, T>(a, n_seqs, max_seq_tokens, stream);
     else launch_prompt<256, 2, 2, T>(a, n_seqs, max_seq_tokens, stream);
@@ -953,16 +1355,14 @@ void launch_by_dim(const AttnArgs& a, int n_tokens, int n_seqs, int max_seq_toke
                                              static_cast<int>(S::kSmemBytes)));
         opted_in.fetch_or(bit, std::memory_order_release);
       }
-      attention_decode_tc_kernel<D><<<dim3(n_tokens, a.n_kv_heads, splits), kDtThreads, S::kSmemBytes, stream>>>(a);
+      detail::launch_maybe_pdl(attention_decode_tc_kernel<D>, dim3(n_tokens, a.n_kv_heads, splits), dim3(kDtThreads),
+                               S::kSmemBytes, stream, pdl, a);
     }
   } else {
-    attention_decode_kernel<D, T><<<dim3(n_tokens, a.n_heads / a.hb, splits), kDecWarps * 32, 0, stream>>>(a);
+    detail::launch_maybe_pdl(attention_decode_kernel<D, T>, dim3(n_tokens, a.n_heads / a.hb, splits),
+                             dim3(kDecWarps * 32), 0, stream, pdl, a);
   }
-  DUET_CUDA_CHECK_LAUNCH();
-  if (splits > 1) {
-    attention_merge_kernel<<<dim3(n_tokens, a.n_heads), D, 0, stream>>>(a, D);
-    DUET_CUDA_CHECK_LAUNCH();
-  }
+  if (splits > 1) detail::launch_maybe_pdl(attention_merge_kernel, dim3(n_tokens, a.n_heads), dim3(D), 0, stream, pdl, a, D);
 }
 
 }  // namespace
@@ -974,7 +1374,7 @@ size_t attention_scratch_bytes(int n_tokens, int n_heads, int head_dim, int max_
 }
 
 void launch_attention(const PagedKvCache& kv, const AttentionBatch& batch, const float* q, int64_t ldq, int n_heads,
-                      float scale, int sliding_window, float* out, int64_t ldo, cudaStream_t stream) {
+                      float scale, int sliding_window, float* out, int64_t ldo, cudaStream_t stream, bool pdl) {
   if (batch.n_tokens <= 0) return;
   const int D = kv.head_dim;
   DUET_CHECK_MSG(D == 64 || D == 128 || D == 256, "attention head_dim %d not in {64, 128, 256}", D);
@@ -1032,16 +1432,28 @@ void launch_attention(const PagedKvCache& kv, const AttentionBatch& batch, const
 
   const bool f16 = kv.dtype == DType::kF16;
   const int nt = batch.n_tokens, ns = batch.n_seqs, mst = batch.max_seq_tokens;
+  // Asked on every launch (decode-only too) so the one-time device query runs on the first,
+  // eager launch rather than inside a captured decode graph.
+  const bool mma_prompt = use_mma_prompt();
+  const bool mma = f16 && mst > 1 && mma_prompt;
   if (D == 64) {
-    if (f16) launch_by_dim<64, __half>(a, nt, ns, mst, splits, stream);
-    else launch_by_dim<64, float>(a, nt, ns, mst, splits, stream);
+    if (f16) launch_by_dim<64, __half>(a, nt, ns, mst, splits, mma, pdl, stream);
+    else launch_by_dim<64, float>(a, nt, ns, mst, splits, mma, pdl, stream);
   } else if (D == 128) {
-    if (f16) launch_by_dim<128, __half>(a, nt, ns, mst, splits, stream);
-    else launch_by_dim<128, float>(a, nt, ns, mst, splits, stream);
+    if (f16) launch_by_dim<128, __half>(a, nt, ns, mst, splits, mma, pdl, stream);
+    else launch_by_dim<128, float>(a, nt, ns, mst, splits, mma, pdl, stream);
   } else {
-    if (f16) launch_by_dim<256, __half>(a, nt, ns, mst, splits, stream);
-    else launch_by_dim<256, float>(a, nt, ns, mst, splits, stream);
+    if (f16) launch_by_dim<256, __half>(a, nt, ns, mst, splits, mma, pdl, stream);
+    else launch_by_dim<256, float>(a, nt, ns, mst, splits, mma, pdl, stream);
   }
+}
+
+void set_attention_prompt_path(AttentionPromptPath path) {
+  g_prompt_override.store(static_cast<int>(path), std::memory_order_relaxed);
+}
+
+AttentionPromptPath attention_prompt_path() {
+  return use_mma_prompt() ? AttentionPromptPath::kMma : AttentionPromptPath::kGeneric;
 }
 
 }  // namespace duet::cuda

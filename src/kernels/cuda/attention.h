@@ -2,8 +2,9 @@
 // kvcache/): K and V of one layer live in blocks of kv_block_size slots laid out
 // [block][kv_head][slot][head_dim], F16 (F32 for checks). Causal, grouped-query (n_heads a
 // multiple of n_kv_heads), head_dim 64/128/256, optional sliding window. Two variants chosen by
-// the launcher: prompt (flash-attention style tiles of query rows of one sequence) and decode
-// (one query row per sequence, long contexts split across thread blocks and merged).
+// the launcher: prompt (flash-attention style tiles of query rows of one sequence; an sm_80+
+// mma.sync kernel for F16 caches, see AttentionPromptPath) and decode (one query row per
+// sequence, long contexts split across thread blocks and merged).
 // Runs on the caller's stream; needs no allocation beyond the AttentionBatch's scratch.
 #pragma once
 
@@ -47,6 +48,20 @@ struct AttentionBatch {
   size_t scratch_bytes = 0;
 };
 
+// Which kernel runs the prompt rows (sequences with >= 2 tokens in the batch) of an F16 cache.
+// kMma: flash attention on mma.sync / ldmatrix / cp.async (sm_80+). kGeneric: the sm_70 kernels
+// (WMMA at head_dim <= 128, FP32 SIMT at 256). kAuto picks kMma on sm_80+ devices unless
+// DUET_KERNELS=generic or DUET_ATTN_WMMA=1 is set (both read once per process); sm_70 always
+// runs kGeneric. F32 caches always take the FP32 SIMT kernel; decode rows are not affected.
+enum class AttentionPromptPath { kAuto, kGeneric, kMma };
+
+// Process-wide override for tests and benchmarks (kAuto restores the default). Forcing kMma on a
+// device without it aborts at the next launch.
+void set_attention_prompt_path(AttentionPromptPath path);
+
+// The path (kGeneric or kMma) the next launch with an F16 cache takes on the current device.
+AttentionPromptPath attention_prompt_path();
+
 // Scratch bytes the launcher needs for a batch with these bounds.
 size_t attention_scratch_bytes(int n_tokens, int n_heads, int head_dim, int max_kv_len);
 
@@ -54,7 +69,9 @@ size_t attention_scratch_bytes(int n_tokens, int n_heads, int head_dim, int max_
 // keys j of token t, for query head h (kv head h / (n_heads / n_kv_heads)). q: float32 rows of
 // n_heads * head_dim at q + t * ldq (already roped and pre-scaled where the model does that).
 // sliding_window: 0 for full attention. The token's own K/V must already be written.
+// pdl: launch the decode kernels programmatically (sm_90 decode chains; they wait for their
+// producer with griddepcontrol.wait).
 void launch_attention(const PagedKvCache& kv, const AttentionBatch& batch, const float* q, int64_t ldq, int n_heads,
-                      float scale, int sliding_window, float* out, int64_t ldo, cudaStream_t stream);
+                      float scale, int sliding_window, float* out, int64_t ldo, cudaStream_t stream, bool pdl = false);
 
 }  // namespace duet::cuda

@@ -66,6 +66,61 @@ __device__ __forceinline__ float block_max(float v, float* red) {
   return warp_max(v);
 }
 
+// Programmatic dependent launch (sm_90; no-ops elsewhere and when the kernel was launched without
+// the attribute). pdl_trigger lets the next kernel on the stream be scheduled once every block of
+// this one has started; pdl_wait blocks until the kernels this one depends on have completed and
+// their writes are visible. A kernel launched with the attribute (launch_maybe_pdl) must call
+// pdl_wait in every block before it reads anything an earlier kernel wrote, and before it exits:
+// a dependent of a kernel that never waited could otherwise run ahead of that kernel's producer.
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+// Launches kernel<<<grid, block, smem, stream>>>(args...) with programmatic stream serialization
+// when pdl is true (the kernel must follow pdl_wait's rule above). Graph capture records the
+// programmatic edge.
+template <typename... KArgs, typename... Args>
+void launch_maybe_pdl(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, bool pdl,
+                      Args&&... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr = {};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  DUET_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...));
+}
+
+// One warp quantizes 32 consecutive activations of one token (lane i holds value i) into the
+// decode kernels' int8 format (kernels/cuda/quant_kernels.cuh: launch_quantize_act_q8): q[lane] =
+// round(v * 127 / amax), *m = (amax / 127, d * sum q[0..15], d * sum q[16..31], 0). Every lane
+// of the warp must call it.
+__device__ __forceinline__ void quantize_group_q8(float v, int lane, int8_t* q, float4* m) {
+  float amax = fabsf(v);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(kFullMask, amax, o));
+  const float d = amax / 127.f;
+  const float id = amax > 0.f ? 127.f / amax : 0.f;
+  const int qi = __float2int_rn(v * id);
+  q[lane] = static_cast<int8_t>(qi);
+  int s = qi;  // sums over lanes 0..15 and 16..31 (xor offsets < 16 stay inside a half)
+#pragma unroll
+  for (int o = 8; o > 0; o >>= 1) s += __shfl_xor_sync(kFullMask, s, o);
+  const int s_hi = __shfl_sync(kFullMask, s, 16);
+  if (lane == 0) *m = make_float4(d, d * static_cast<float>(s), d * static_cast<float>(s_hi), 0.f);
+}
+
 // ggml's vectorized expf lane by lane (kernels/cpu/attention.cpp ggml_expf): the same fused
 // multiply-adds in the same order, so results are bit-identical to the CPU's.
 __device__ __forceinline__ float ggml_expf_dev(float x) {
