@@ -77,8 +77,9 @@ struct DeviceLayer {
   DeviceWeight wq, wk, wv, wo, w_gate, w_up, w_down;
   // Fused products (one launch, one activation quantization, better occupancy on the small k/v
   // matrices): [wq; wk; wv] and [w_gate; w_up] stacked by rows, where the types allow.
-  DeviceWeight wqkv, wgu;
-  bool fused_qkv = false, fused_gu = false;
+  // Where wv's type differs (Q4_K_M's Q6_K attn_v), [wq; wk] alone (wqk).
+  DeviceWeight wqkv, wqk, wgu;
+  bool fused_qkv = false, fused_qk = false, fused_gu = false;
   DeviceBuffer attn_norm, ffn_norm, post_attn_norm, post_ffn_norm, q_norm, k_norm, bq, bk, bv;
   DeviceBuffer k_cache, v_cache;
 };
@@ -97,7 +98,7 @@ struct CudaModel::Impl {
   // zero-padded to the next of those: padded q and k dims add nothing to the scores, padded v
   // dims produce outputs that are dropped.
   int attn_hd = 0;
-  DeviceBuffer qp, kp, vp, ap;
+  DeviceBuffer qp, ap;
   cudaStream_t stream = nullptr;
   std::unique_ptr<MatmulContext> mm;
 
@@ -109,7 +110,7 @@ struct CudaModel::Impl {
 
   // Activation scratch for up to cap_tokens tokens, and cap_out logit rows.
   int cap_tokens = 0, cap_out = 0;
-  DeviceBuffer x, xn, q, k, v, attn, o, gate, up, final_x, logits;
+  DeviceBuffer x, xn, attn, o, gate, up, final_x, logits;
   DeviceBuffer qkv, gu;  // outputs of the fused products
   DeviceBuffer attn_scratch;
   DeviceBuffer meta_dev;
@@ -179,9 +180,6 @@ struct CudaModel::Impl {
     const size_t d = hp.d_model, qd = size_t{hp.n_heads} * hp.head_dim, kvd = size_t{hp.n_kv_heads} * hp.head_dim;
     x.resize(n * d * f);
     xn.resize(n * d * f);
-    q.resize(n * qd * f);
-    k.resize(n * kvd * f);
-    v.resize(n * kvd * f);
     attn.resize(n * qd * f);
     o.resize(n * d * f);
     gate.resize(n * hp.d_ff * f);
@@ -189,8 +187,8 @@ struct CudaModel::Impl {
     qkv.resize(n * (qd + 2 * kvd) * f);
     gu.resize(n * 2 * hp.d_ff * f);
     if (attn_hd != int(hp.head_dim)) {
-      const size_t pq = n * hp.n_heads * attn_hd * f, pkv = n * hp.n_kv_heads * attn_hd * f;
-      for (auto [buf, bytes] : {std::pair{&qp, pq}, {&kp, pkv}, {&vp, pkv}, {&ap, pq}}) {
+      const size_t pq = n * hp.n_heads * attn_hd * f;
+      for (auto [buf, bytes] : {std::pair{&qp, pq}, {&ap, pq}}) {
         buf->resize(bytes);
         DUET_CUDA_CHECK(cudaMemsetAsync(buf->data(), 0, bytes, stream));  // the pad columns stay zero
       }
@@ -213,114 +211,150 @@ struct CudaModel::Impl {
     return c;
   }
 
-  void layer_forward(uint32_t il, int n, const AttentionBatch& ab, const int32_t* positions_dev);
-  void run_forward(int n, int n_out, const AttentionBatch& ab, const int32_t* tokens_dev, const int32_t* positions_dev,
+  void layer_forward(uint32_t il, int n, const AttentionBatch& ab);
+  void run_forward(int n, int n_out, const AttentionBatch& ab, const int32_t* tokens_dev,
                    const std::vector<std::pair<int, int>>& out_runs);
 };
 
-void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab, const int32_t* positions_dev) {
+void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab) {
   const HParams& hp = w.hp;
   const DeviceLayer& L = layers[il];
   const int64_t d = hp.d_model, hd = hp.head_dim, nh = hp.n_heads, nkv = hp.n_kv_heads;
   const int64_t qd = nh * hd, kvd = nkv * hd, ff = hp.d_ff;
   const bool swa = w.sliding[il] != 0;
   cudaStream_t s = stream;
-  float *X = x.as<float>(), *XN = xn.as<float>(), *Q = q.as<float>(), *K = k.as<float>(), *V = v.as<float>();
+  float *X = x.as<float>(), *XN = xn.as<float>();
   float *A = attn.as<float>(), *O = o.as<float>(), *G = gate.as<float>(), *U = up.as<float>();
+  // Decode batches: producers (norms, the activation) write the int8 input of block-quantized
+  // products directly (q8), and the o and down products add into the residual stream (fuse_res;
+  // not where Gemma's post-norms sit between product and residual).
+  const bool pdl = mm->pdl();
+  const MatmulContext::Q8Input q8 = mm->q8_input();
+  const bool fuse_res = !tr.post_norms && MatmulContext::can_accumulate(n);
+  auto product = [&](const DeviceMatrix& wm, bool from_q8, const float* xin, int64_t ldx, float* y, int64_t ldy,
+                     bool accumulate) {
+    if (from_q8) mm->matmul_q8(wm, n, y, ldy, s, accumulate);
+    else mm->matmul(wm, xin, ldx, n, y, ldy, s, accumulate);
+  };
 
-  launch_rms_norm(X, d, fptr(L.attn_norm), hp.rms_eps, d, n, XN, d, s);
+  const bool norm_q8_ok = d <= kRmsNormQ8MaxCols;
+  const bool qkv_q8 = norm_q8_ok && (L.fused_qkv  ? mm->takes_q8(L.wqkv.m, n)
+                                     : L.fused_qk ? mm->takes_q8(L.wqk.m, n) && mm->takes_q8(L.wv.m, n)
+                                                  : mm->takes_q8(L.wq.m, n) && mm->takes_q8(L.wk.m, n) && mm->takes_q8(L.wv.m, n));
+  if (qkv_q8) launch_rms_norm_q8(X, d, fptr(L.attn_norm), hp.rms_eps, d, n, q8.q, q8.m, pdl, s);
+  else launch_rms_norm(X, d, fptr(L.attn_norm), hp.rms_eps, d, n, XN, d, s, pdl);
   mark("norm");
-  // Q, K, V rows of token t at Q + t * ldq etc.: separate buffers, or slices of the fused output.
-  int64_t ldq = qd, ldkv = kvd;
+  // Q, K, V of token t: slices of one row of qkv (ld = qd + 2 kvd), from one, two or three products.
+  const int64_t ldq = qd + 2 * kvd, ldkv = ldq;
+  float* Q = qkv.as<float>();
+  float* K = Q + qd;
+  float* V = K + kvd;
   if (L.fused_qkv) {
-    const int64_t ld = qd + 2 * kvd;
-    mm->matmul(L.wqkv.m, XN, d, n, qkv.as<float>(), ld, s);
-    Q = qkv.as<float>();
-    K = Q + qd;
-    V = K + kvd;
-    ldq = ldkv = ld;
+    product(L.wqkv.m, qkv_q8, XN, d, Q, ldq, false);
+  } else if (L.fused_qk) {
+    product(L.wqk.m, qkv_q8, XN, d, Q, ldq, false);
+    product(L.wv.m, qkv_q8, XN, d, V, ldq, false);
   } else {
-    mm->matmul(L.wq.m, XN, d, n, Q, qd, s);
-    mm->matmul(L.wk.m, XN, d, n, K, kvd, s);
-    mm->matmul(L.wv.m, XN, d, n, V, kvd, s);
+    product(L.wq.m, qkv_q8, XN, d, Q, ldq, false);
+    product(L.wk.m, qkv_q8, XN, d, K, ldq, false);
+    product(L.wv.m, qkv_q8, XN, d, V, ldq, false);
   }
   mark("matmul qkv");
-  if (tr.qkv_bias) {
-    launch_add_bias(Q, ldq, fptr(L.bq), qd, n, s);
-    launch_add_bias(K, ldkv, fptr(L.bk), kvd, n, s);
-    launch_add_bias(V, ldkv, fptr(L.bv), kvd, n, s);
-  }
-  if (tr.qk_norm) {  // never fused: rows of heads are contiguous here
-    launch_rms_norm(Q, hd, fptr(L.q_norm), hp.rms_eps, hd, int64_t(n) * nh, Q, hd, s);
-    launch_rms_norm(K, hd, fptr(L.k_norm), hp.rms_eps, hd, int64_t(n) * nkv, K, hd, s);
-  }
-  const float theta = swa ? hp.rope_theta_local : hp.rope_theta;
-  const float* ffac = fptr(rope_freqs);
-  launch_rope(Q, ldq, n, int(nh), int(hd), positions_dev, theta, ffac, w.rope_style, s);
-  launch_rope(K, ldkv, n, int(nkv), int(hd), positions_dev, theta, ffac, w.rope_style, s);
-  if (tr.q_prescale) {  // gemma3: has q/k norms, so Q is contiguous
-    const float q_scale = 1.0f / std::sqrt(hp.query_pre_attn_scalar > 0 ? hp.query_pre_attn_scalar : float(hd));
-    launch_scale(Q, q_scale, int64_t(n) * qd, s);
-  }
-  mark("bias/qk-norm/rope");
+  // Biases, q/k norms, RoPE, Q pre-scaling and the K/V cache writes: one launch. Q is rewritten in
+  // place, or into the padded qp (heads of attn_hd floats) where attention needs a larger head.
   const PagedKvCache kv = kv_layer(il);
+  const bool padded = attn_hd != hd;
+  QkvRopeParams rp;
+  rp.q = Q, rp.k = K, rp.v = V, rp.ldq = ldq, rp.ldk = ldkv, rp.ldv = ldkv;
+  if (tr.qkv_bias) rp.bq = fptr(L.bq), rp.bk = fptr(L.bk), rp.bv = fptr(L.bv);
+  if (tr.qk_norm) rp.q_norm = fptr(L.q_norm), rp.k_norm = fptr(L.k_norm);
+  rp.eps = hp.rms_eps;
+  rp.n_heads = int(nh);
+  rp.head_dim = int(hd);
+  rp.rope_base = swa ? hp.rope_theta_local : hp.rope_theta;
+  rp.freq_factors = fptr(rope_freqs);
+  rp.rope_style = w.rope_style;
+  if (tr.q_prescale)  // gemma3
+    rp.q_scale = 1.0f / std::sqrt(hp.query_pre_attn_scalar > 0 ? hp.query_pre_attn_scalar : float(hd));
+  rp.q_out = padded ? qp.as<float>() : Q;
+  rp.ldq_out = padded ? nh * attn_hd : ldq;
+  rp.q_head_stride = padded ? attn_hd : int(hd);
+  launch_qkv_rope_cache(rp, kv, ab, pdl, s);
+  mark("bias/qk-norm/rope/kv write");
   const float score_scale = tr.q_prescale ? 1.0f : 1.0f / std::sqrt(float(hd));
   const int window = swa && hp.sliding_window > 0 ? int(hp.sliding_window) : 0;
-  if (attn_hd == hd) {
-    launch_kv_write(kv, ab, K, ldkv, V, ldkv, s);
+  if (!padded) {
+    // Not launched programmatically: with it the qwen2-7b Q4_K_M decode measured 335-365 tok/s
+    // against 383 without (H200, the two runs of 2026-11-30).
     launch_attention(kv, ab, Q, ldq, int(nh), score_scale, window, A, qd, s);
   } else {
-    const size_t row = hd * sizeof(float), prow = attn_hd * sizeof(float);
-    DUET_CUDA_CHECK(cudaMemcpy2DAsync(qp.data(), prow, Q, row, row, size_t(n) * nh, cudaMemcpyDeviceToDevice, s));
-    DUET_CUDA_CHECK(cudaMemcpy2DAsync(kp.data(), prow, K, row, row, size_t(n) * nkv, cudaMemcpyDeviceToDevice, s));
-    DUET_CUDA_CHECK(cudaMemcpy2DAsync(vp.data(), prow, V, row, row, size_t(n) * nkv, cudaMemcpyDeviceToDevice, s));
-    launch_kv_write(kv, ab, kp.as<float>(), nkv * attn_hd, vp.as<float>(), nkv * attn_hd, s);
     launch_attention(kv, ab, qp.as<float>(), nh * attn_hd, int(nh), score_scale, window, ap.as<float>(), nh * attn_hd, s);
+    const size_t row = hd * sizeof(float), prow = attn_hd * sizeof(float);
     DUET_CUDA_CHECK(cudaMemcpy2DAsync(A, row, ap.data(), prow, row, size_t(n) * nh, cudaMemcpyDeviceToDevice, s));
   }
+  mark("attention");
 
-  mark("kv write + attention");
-  mm->matmul(L.wo.m, A, qd, n, O, d, s);
-  mark("matmul o");
-  if (tr.post_norms) launch_rms_norm(O, d, fptr(L.post_attn_norm), hp.rms_eps, d, n, O, d, s);
-  launch_add_rms_norm(X, O, fptr(L.ffn_norm), hp.rms_eps, d, n, XN, s);  // x += o; xn = rms(x)
-
+  bool ffn_q8 = false;
+  const bool gu_takes_q8 = L.fused_gu ? mm->takes_q8(L.wgu.m, n) : mm->takes_q8(L.w_gate.m, n) && mm->takes_q8(L.w_up.m, n);
+  if (fuse_res) {
+    mm->matmul(L.wo.m, A, qd, n, X, d, s, /*accumulate=*/true);  // x += o
+    mark("matmul o");
+    ffn_q8 = gu_takes_q8 && norm_q8_ok;
+    if (ffn_q8) launch_rms_norm_q8(X, d, fptr(L.ffn_norm), hp.rms_eps, d, n, q8.q, q8.m, pdl, s);
+    else launch_rms_norm(X, d, fptr(L.ffn_norm), hp.rms_eps, d, n, XN, d, s, pdl);
+  } else {
+    mm->matmul(L.wo.m, A, qd, n, O, d, s);
+    mark("matmul o");
+    if (tr.post_norms) launch_rms_norm(O, d, fptr(L.post_attn_norm), hp.rms_eps, d, n, O, d, s, pdl);
+    launch_add_rms_norm(X, O, fptr(L.ffn_norm), hp.rms_eps, d, n, XN, s, pdl);  // x += o; xn = rms(x)
+  }
   mark("norm");
+  const float *gate_in = G, *up_in = U;
+  int64_t ldi = ff;
   if (L.fused_gu) {
     float* GU = gu.as<float>();
-    mm->matmul(L.wgu.m, XN, d, n, GU, 2 * ff, s);
-    if (n == 1) {
-      G = GU;
-      U = GU + ff;
-    } else {  // de-interleave the [gate | up] rows of each token for the element-wise kernel
-      const size_t row = ff * sizeof(float);
-      DUET_CUDA_CHECK(cudaMemcpy2DAsync(G, row, GU, 2 * row, row, n, cudaMemcpyDeviceToDevice, s));
-      DUET_CUDA_CHECK(cudaMemcpy2DAsync(U, row, GU + ff, 2 * row, row, n, cudaMemcpyDeviceToDevice, s));
-    }
+    product(L.wgu.m, ffn_q8, XN, d, GU, 2 * ff, false);
+    gate_in = GU, up_in = GU + ff, ldi = 2 * ff;  // [gate | up] rows of each token
   } else {
-    mm->matmul(L.w_gate.m, XN, d, n, G, ff, s);
-    mm->matmul(L.w_up.m, XN, d, n, U, ff, s);
+    product(L.w_gate.m, ffn_q8, XN, d, G, ff, false);
+    product(L.w_up.m, ffn_q8, XN, d, U, ff, false);
   }
   mark("matmul gate+up");
-  launch_gated_activation(tr.act, gelu, G, U, G, int64_t(n) * ff, s);
+  const bool down_q8 = mm->takes_q8(L.w_down.m, n);
+  if (down_q8) launch_gated_activation_q8(tr.act, gelu, gate_in, up_in, ldi, n, ff, q8.q, q8.m, pdl, s);
+  else launch_gated_activation_rows(tr.act, gelu, gate_in, up_in, ldi, n, ff, G, ff, s);
   mark("activation");
-  mm->matmul(L.w_down.m, G, ff, n, O, d, s);
-  mark("matmul down");
-  if (tr.post_norms) launch_rms_norm(O, d, fptr(L.post_ffn_norm), hp.rms_eps, d, n, O, d, s);
-  launch_add(X, O, int64_t(n) * d, s);
-  mark("norm");
+  if (fuse_res) {
+    product(L.w_down.m, down_q8, G, ff, X, d, true);  // x += down
+    mark("matmul down");
+  } else {
+    product(L.w_down.m, down_q8, G, ff, O, d, false);
+    mark("matmul down");
+    if (tr.post_norms) launch_rms_norm(O, d, fptr(L.post_ffn_norm), hp.rms_eps, d, n, O, d, s, pdl);
+    launch_add(X, O, int64_t(n) * d, s);
+    mark("norm");
+  }
 }
 
 void CudaModel::Impl::run_forward(int n, int n_out, const AttentionBatch& ab, const int32_t* tokens_dev,
-                                  const int32_t* positions_dev, const std::vector<std::pair<int, int>>& out_runs) {
+                                  const std::vector<std::pair<int, int>>& out_runs) {
   const HParams& hp = w.hp;
   const int64_t d = hp.d_model;
   const float emb_scale = tr.embed_scale ? std::sqrt(static_cast<float>(d)) : 1.0f;
   mark("start");
   mm->get_rows(tok_embd.m, tokens_dev, n, emb_scale, x.as<float>(), stream);
   mark("embedding");
-  for (uint32_t il = 0; il < hp.n_layers; ++il) layer_forward(il, n, ab, positions_dev);
+  for (uint32_t il = 0; il < hp.n_layers; ++il) layer_forward(il, n, ab);
   if (n_out == 0) return;
+  if (out_runs.size() == 1 && d <= kRmsNormQ8MaxCols && mm->takes_q8(*output, n_out)) {  // decode: the norm writes the int8 input
+    const MatmulContext::Q8Input q8 = mm->q8_input();
+    launch_rms_norm_q8(x.as<float>() + int64_t(out_runs[0].first) * d, d, fptr(output_norm), hp.rms_eps, d, n_out,
+                       q8.q, q8.m, mm->pdl(), stream);
+    mark("norm");
+    mm->matmul_q8(*output, n_out, logits.as<float>(), hp.vocab_size, stream);
+    mark("matmul output");
+    return;
+  }
   int row = 0;
   for (auto [first, count] : out_runs) {  // contiguous runs of output rows
     launch_rms_norm(x.as<float>() + int64_t(first) * d, d, fptr(output_norm), hp.rms_eps, d, count,
@@ -426,14 +460,18 @@ Result<std::unique_ptr<CudaModel>> CudaModel::create(ModelWeights weights, const
   for (uint32_t il = 0; il < hp.n_layers; ++il) {
     const LayerWeights& L = weights.layers[il];
     DeviceLayer& D = m.layers[il];
-    // q/k norms work on whole rows of heads, and padded head dims copy contiguous heads: those
-    // keep separate q, k, v outputs.
+    // The q/k/v outputs are rows of one buffer either way (launch_qkv_rope_cache takes strides).
     std::vector<uint8_t> stacked;
-    std::optional<WeightMatrix> qkv;
-    if (!m.tr.qk_norm && m.attn_hd == int(hp.head_dim) && fuse) qkv = stack_rows({&L.wq, &L.wk, &L.wv}, &stacked);
+    std::optional<WeightMatrix> qkv, qk;
+    if (fuse) qkv = stack_rows({&L.wq, &L.wk, &L.wv}, &stacked);
+    if (fuse && !qkv) qk = stack_rows({&L.wq, &L.wk}, &stacked);
     if (qkv) {
       DUET_RETURN_IF_ERROR(up(*qkv, &D.wqkv));
       D.fused_qkv = true;
+    } else if (qk) {
+      DUET_RETURN_IF_ERROR(up(*qk, &D.wqk));
+      DUET_RETURN_IF_ERROR(up(L.wv, &D.wv));
+      D.fused_qk = true;
     } else {
       DUET_RETURN_IF_ERROR(up(L.wq, &D.wq));
       DUET_RETURN_IF_ERROR(up(L.wk, &D.wk));
@@ -561,12 +599,12 @@ Status CudaModel::forward(const ForwardBatch& b, float* logits_out) {
   if (decode) {
     Impl::Graph& gr = m.graphs[std::make_tuple(n, n_seqs, max_blocks, n_out)];
     if (gr.seen++ == 0) {
-      m.run_forward(n, n_out, ab, md + off_tok, md + off_pos, runs);
+      m.run_forward(n, n_out, ab, md + off_tok, runs);
     } else {
       if (!gr.exec) {
         cudaGraph_t g = nullptr;
         DUET_CUDA_CHECK(cudaStreamBeginCapture(m.stream, cudaStreamCaptureModeThreadLocal));
-        m.run_forward(n, n_out, ab, md + off_tok, md + off_pos, runs);
+        m.run_forward(n, n_out, ab, md + off_tok, runs);
         DUET_CUDA_CHECK(cudaStreamEndCapture(m.stream, &g));
         DUET_CUDA_CHECK(cudaGraphInstantiateWithFlags(&gr.exec, g, 0));  // this form exists from CUDA 11.4 to 13
         DUET_CUDA_CHECK(cudaGraphDestroy(g));
@@ -574,7 +612,7 @@ Status CudaModel::forward(const ForwardBatch& b, float* logits_out) {
       DUET_CUDA_CHECK(cudaGraphLaunch(gr.exec, m.stream));
     }
   } else {
-    m.run_forward(n, n_out, ab, md + off_tok, md + off_pos, runs);
+    m.run_forward(n, n_out, ab, md + off_tok, runs);
   }
   if (n_out > 0)
     DUET_CUDA_CHECK(cudaMemcpyAsync(logits_out, m.logits.data(), size_t(n_out) * hp.vocab_size * sizeof(float),

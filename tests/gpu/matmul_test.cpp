@@ -244,6 +244,28 @@ TEST_P(MatmulParity, MatchesCpuReference) {
                     (long long)rows, (long long)cols, n, rel, tol.norm, worst, tol.elem);
         EXPECT_LE(rel, tol.norm) << c.name << " " << p.name << " " << rows << "x" << cols << " n=" << n;
         EXPECT_LE(worst, tol.elem) << c.name << " " << p.name << " " << rows << "x" << cols << " n=" << n;
+        if (MatmulContext::can_accumulate(n)) {
+          // The accumulating product (the fused residual add) adds the same sum again: y + y, exact.
+          std::vector<float> y2(static_cast<size_t>(n) * ldy);
+          ctx.matmul(wr->m, dx, ldx, n, dy, ldy, stream, /*accumulate=*/true);
+          ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+          ASSERT_EQ(cudaMemcpy(y2.data(), dy, y2.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+          int64_t bad = 0;
+          for (int t = 0; t < n; ++t)
+            for (int64_t r = 0; r < rows; ++r) bad += y2[t * ldy + r] != 2.0f * y[t * ldy + r];
+          EXPECT_EQ(bad, 0) << c.name << " " << p.name << " accumulate n=" << n;
+          if (ctx.takes_q8(wr->m, n)) {
+            // The product from the int8 input the calls above left in q8_input() (what a fused
+            // producer writes): the same kernel on the same input, so the same y.
+            ctx.matmul_q8(wr->m, n, dy, ldy, stream);
+            ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+            ASSERT_EQ(cudaMemcpy(y2.data(), dy, y2.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+            bad = 0;
+            for (int t = 0; t < n; ++t)
+              for (int64_t r = 0; r < rows; ++r) bad += y2[t * ldy + r] != y[t * ldy + r];
+            EXPECT_EQ(bad, 0) << c.name << " " << p.name << " matmul_q8 n=" << n;
+          }
+        }
       }
     }
     cudaFree(dx);
@@ -558,6 +580,26 @@ TEST(MatmulBench, DecodeAndPrompt) {
                       (long long)cols, n, gbs, 100 * gbs / kHbmGBs);
         summary += line;
       }
+      // The other launch shapes, n = 1: grids capped at the resident blocks (the K-quant kernels'
+      // alternative; the staged FP8 kernel's default) and FP8 without shared-memory staging.
+      for (const char* knob : {"DUET_MATVEC_PERSISTENT", "DUET_MATVEC_FP8_SMEM"}) {
+        const bool fp8 = bt.dtype == DType::kF8_E4M3;
+        if (std::strcmp(knob, "DUET_MATVEC_FP8_SMEM") == 0 && !fp8) continue;
+        if (std::strcmp(knob, "DUET_MATVEC_PERSISTENT") == 0 && !fp8 && bt.dtype != DType::kQ4_K &&
+            bt.dtype != DType::kQ6_K)
+          continue;
+        const char* value = std::strcmp(knob, "DUET_MATVEC_PERSISTENT") == 0 && !fp8 ? "1" : "0";
+        setenv(knob, value, 1);
+        const double t = time_calls(c, b, x, 1, y, 30, s);
+        const double gbs = b.bytes / t / 1e9;
+        std::printf("    %s=%s n=1  %8.1f us  %7.0f GB/s  %5.1f%%\n", knob, value, t * 1e6, gbs, 100 * gbs / kHbmGBs);
+        unsetenv(knob);
+      }
+      // DUET_MATMUL_BENCH_QUICK=1: launcher defaults only (the sweeps below take minutes).
+      if (std::getenv("DUET_MATMUL_BENCH_QUICK") != nullptr) {
+        free_bench(b);
+        continue;
+      }
       // Variants (DUET_MATVEC_VARIANT: rows per group x loads in flight, see quant_matvec.cu) at
       // n = 1 (and 2, 8 on the 18944-row shape); threads per row (DUET_MATVEC_THREADS_PER_ROW)
       // on the short matrices; the legacy one-chunk-per-thread kernel.
@@ -596,7 +638,7 @@ TEST(MatmulBench, DecodeAndPrompt) {
   std::printf("\ndecode summary (launcher defaults)\n%s", summary.c_str());
   // The K-quant kernels without programmatic dependent launch after the activation quantizer
   // (DUET_MATVEC_PDL=0; the launchers use it by default on the native sm_90 path).
-  if (dev.path == KernelPath::kNative && dev.sm >= 90) {
+  if (dev.path == KernelPath::kNative && dev.sm >= 90 && std::getenv("DUET_MATMUL_BENCH_QUICK") == nullptr) {
     std::printf("\ndecode without programmatic dependent launch\n");
     setenv("DUET_MATVEC_PDL", "0", 1);
     for (const auto& bt : decode_types) {

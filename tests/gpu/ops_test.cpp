@@ -20,6 +20,7 @@
 #include "kernels/cpu/rope.h"
 #include "kernels/cpu/sampling.h"
 #include "kernels/cuda/ops.h"
+#include "kernels/cuda/quant_kernels.cuh"
 #include "runtime/cuda_check.h"
 #include "runtime/device.h"
 #include "tensor/half.h"
@@ -75,7 +76,7 @@ TEST_F(GpuOps, RmsNorm) {
   };
   const Shape shapes[] = {{128, 28 * 5, 128, true, true},  {128, 8, 160, true, false}, {4096, 7, 4096, true, false},
                           {5120, 3, 5120, false, false},   {1000, 3, 1000, true, true}, {3584, 1, 3584, true, true},
-                          {64, 33, 64, false, false}};
+                          {64, 33, 64, false, false},      {18944, 2, 18944, true, true}};  // past the registers
   for (const Shape& s : shapes) {
     std::vector<float> x = randn(s.rows * s.ld, 2.0f, 1), w = randn(s.n, 1.0f, 2);
     std::vector<float> ref(s.rows * s.ld, 0.0f);
@@ -297,6 +298,241 @@ TEST_F(GpuOps, KvWrite) {
       const int64_t bad = (gk != ck) + (gv != cv);
       report(std::string("kv_write ") + (dt == DType::kF16 ? "F16" : "F32"), "block " + std::to_string(bs) + ", 13 tokens", 0, 0, bad);
     }
+  }
+}
+
+// Int8 activations of a decode batch, as the decode products read them.
+struct Q8 {
+  std::vector<int8_t> q;
+  std::vector<float> m;  // 4 floats per 32 values
+};
+Q8 get_q8(const Dev<int8_t>& q, const Dev<float>& m) { return Q8{q.get(), m.get()}; }
+
+// Compares fused int8 activations with the unfused ones: quantized values within `q_tol` steps,
+// block metadata within `m_rel` relative; prints the row and counts exact blocks.
+void compare_q8(const std::string& op, const std::string& shape, const Q8& got, const Q8& ref, int q_tol, double m_rel) {
+  int64_t bad = 0, exact = 0;
+  double max_m = 0;
+  const size_t blocks = ref.q.size() / 32;
+  for (size_t b = 0; b < blocks; ++b) {
+    bool same = true;
+    for (int i = 0; i < 32; ++i) {
+      const int d = std::abs(int{got.q[b * 32 + i]} - int{ref.q[b * 32 + i]});
+      same &= d == 0;
+      bad += d > q_tol;
+    }
+    for (int j = 0; j < 3; ++j) {
+      const double r = ref.m[b * 4 + j], g = got.m[b * 4 + j];
+      const double e = std::fabs(g - r) / std::max(std::fabs(r), 1e-30);
+      same &= g == r;
+      if (std::fabs(g - r) > m_rel * std::max(std::fabs(r), double(ref.m[b * 4])) + 1e-30) ++bad;
+      max_m = std::max(max_m, e);
+    }
+    exact += same;
+  }
+  char sh[96];
+  std::snprintf(sh, sizeof sh, "%s (%.2f%% blocks exact)", shape.c_str(), 100.0 * exact / std::max<size_t>(blocks, 1));
+  report(op, sh, max_m, m_rel, bad);
+}
+
+// rms_norm_q8 = rms_norm then the activation quantizer, in one kernel. Its double sum of squares
+// is associated differently from rms_norm's, so the float scale can differ by an ulp (rarely);
+// an element at a rounding boundary may then move one int8 step and a block's scale by 2^-22:
+// bound one step and 2^-21 relative on the metadata.
+TEST_F(GpuOps, RmsNormQ8) {
+  for (int64_t n : {int64_t{3584}, int64_t{896}, int64_t{64}, kRmsNormQ8MaxCols}) {
+    for (int rows : {1, 3, 8}) {
+      std::vector<float> x = randn(rows * n + 5, 2.0f, 31), w = randn(n, 1.0f, 32);
+      const int64_t ldx = n + 5;
+      x.resize(rows * ldx);
+      Dev<float> dx(x), dw(w), dy(rows * n), dm_ref(rows * n / 8), dm(rows * n / 8);
+      Dev<int8_t> dq_ref(rows * n), dq(rows * n);
+      launch_rms_norm(dx.p, ldx, dw.p, 1e-6f, n, rows, dy.p, n, nullptr);
+      kernels::launch_quantize_act_q8(dy.p, n, rows, n, dq_ref.p, reinterpret_cast<float4*>(dm_ref.p), false, nullptr);
+      launch_rms_norm_q8(dx.p, ldx, dw.p, 1e-6f, n, rows, dq.p, reinterpret_cast<float4*>(dm.p), false, nullptr);
+      compare_q8("rms_norm_q8", "n " + std::to_string(n) + " rows " + std::to_string(rows), get_q8(dq, dm),
+                 get_q8(dq_ref, dm_ref), 1, std::ldexp(1.0, -21));
+    }
+  }
+}
+
+// Gated activation over the rows of a fused [gate | up] product: the same element values as the
+// contiguous launch (bit-exact, the CPU-tail rule included), and the int8 form equal to
+// quantizing them (bit-exact: same values, same quantizer).
+TEST_F(GpuOps, GatedActivationRowsAndQ8) {
+  for (int64_t n : {int64_t{18944}, int64_t{96}}) {
+    for (int rows : {1, 5}) {
+      const int64_t ldi = 2 * n;
+      std::vector<float> gu = randn(rows * ldi, 2.0f, 33), g(rows * n), u(rows * n);
+      for (int r = 0; r < rows; ++r)
+        for (int64_t i = 0; i < n; ++i) g[r * n + i] = gu[r * ldi + i], u[r * n + i] = gu[r * ldi + n + i];
+      for (Activation act : {Activation::kSilu, Activation::kGeluTanh}) {
+        Dev<float> dgu(gu), dg(g), du(u), dout(rows * n), dm_ref(rows * n / 8), dm(rows * n / 8);
+        Dev<int8_t> dq_ref(rows * n), dq(rows * n);
+        launch_gated_activation(act, GeluMode::kF16Table, dg.p, du.p, dg.p, rows * n, nullptr);
+        launch_gated_activation_rows(act, GeluMode::kF16Table, dgu.p, dgu.p + n, ldi, rows, n, dout.p, n, nullptr);
+        const auto ref = dg.get(), got = dout.get();
+        int64_t bad = 0;
+        for (size_t i = 0; i < ref.size(); ++i) bad += std::memcmp(&ref[i], &got[i], 4) != 0;
+        const std::string shape = "n " + std::to_string(n) + " rows " + std::to_string(rows);
+        const std::string name = act == Activation::kSilu ? "silu" : "gelu f16-table";
+        report("gated_activation_rows " + name, shape, 0, 0, bad);
+        kernels::launch_quantize_act_q8(dg.p, n, rows, n, dq_ref.p, reinterpret_cast<float4*>(dm_ref.p), false, nullptr);
+        launch_gated_activation_q8(act, GeluMode::kF16Table, dgu.p, dgu.p + n, ldi, rows, n, dq.p,
+                                   reinterpret_cast<float4*>(dm.p), false, nullptr);
+        compare_q8("gated_activation_q8 " + name, shape, get_q8(dq, dm), get_q8(dq_ref, dm_ref), 0, 0.0);
+      }
+    }
+  }
+}
+
+// qkv_rope_cache against the launches it replaces (add_bias x3, per-head rms_norm x2, rope x2,
+// scale, kv_write), which are each checked against the CPU above. Identical operations in the
+// same order, except that the per-head norm's double sum is associated differently: bound 2 ulp
+// of float (2^-22 relative, as RmsNorm) on Q and on an F32 cache, one F16 ulp on an F16 cache
+// (a float differing in its last bit can round to the neighbouring F16). Also: Q columns past
+// head_dim untouched, cache columns past head_dim zero, other cache slots untouched.
+TEST_F(GpuOps, QkvRopeCache) {
+  struct Case {
+    const char* name;
+    int nh, nkv, hd, cache_hd;
+    bool bias, norm;
+    float q_scale;
+    RopeStyle style;
+    DType cache;
+  };
+  const Case cases[] = {{"qwen2 (bias)", 28, 4, 128, 128, true, false, 1.0f, RopeStyle::kNeox, DType::kF16},
+                        {"qwen3 (qk-norm)", 32, 8, 128, 128, false, true, 1.0f, RopeStyle::kNeox, DType::kF32},
+                        {"gemma3 (norm, q scale)", 8, 4, 256, 256, false, true, 0.0625f, RopeStyle::kNeox, DType::kF16},
+                        {"llama normal", 8, 2, 64, 64, false, false, 1.0f, RopeStyle::kNormal, DType::kF32},
+                        {"tiny padded hd 16", 4, 2, 16, 64, true, true, 1.0f, RopeStyle::kNeox, DType::kF16}};
+  for (const Case& c : cases) {
+    const int nt = 5, bs = 16, n_blocks = 8, max_blocks = 4;
+    const int64_t qd = int64_t{c.nh} * c.hd, kvd = int64_t{c.nkv} * c.hd, ld = qd + 2 * kvd;
+    std::vector<float> qkv = randn(nt * ld, 1.5f, 40), bq = randn(qd, 0.5f, 41), bk = randn(kvd, 0.5f, 42),
+                       bv = randn(kvd, 0.5f, 43), qn = randn(c.hd, 1.0f, 44), kn = randn(c.hd, 1.0f, 45);
+    std::vector<int32_t> pos = {0, 1, 2, 7, 40}, seq = {0, 0, 0, 1, 1}, tables(2 * max_blocks);
+    for (int i = 0; i < 2 * max_blocks; ++i) tables[i] = (i * 3 + 1) % n_blocks;
+    const size_t eb = c.cache == DType::kF16 ? 2 : 4;
+    const size_t cache_bytes = size_t{n_blocks} * c.nkv * bs * c.cache_hd * eb;
+    Dev<float> dqkv(qkv), dbq(bq), dbk(bk), dbv(bv), dqn(qn), dkn(kn);
+    Dev<int32_t> dpos(pos), dseq(seq), dtab(tables);
+    AttentionBatch b;
+    b.n_tokens = nt;
+    b.n_seqs = 2;
+    b.positions = dpos.p;
+    b.seq_ids = dseq.p;
+    b.block_tables = dtab.p;
+    b.max_blocks = max_blocks;
+    // Reference: the separate launches on a copy, K/V padded to the cache's head_dim with zeros.
+    std::vector<float> ref_q, ref_kc, ref_vc;
+    {
+      Dev<float> d(qkv);
+      float *Q = d.p, *K = d.p + qd, *V = d.p + qd + kvd;
+      if (c.bias) {
+        launch_add_bias(Q, ld, dbq.p, qd, nt, nullptr);
+        launch_add_bias(K, ld, dbk.p, kvd, nt, nullptr);
+        launch_add_bias(V, ld, dbv.p, kvd, nt, nullptr);
+      }
+      std::vector<float> h = d.get();  // rows with heads contiguous, for the per-head norm
+      std::vector<float> q(nt * qd), k(nt * kvd), v(nt * kvd);
+      for (int t = 0; t < nt; ++t) {
+        std::copy_n(&h[t * ld], qd, &q[t * qd]);
+        std::copy_n(&h[t * ld + qd], kvd, &k[t * kvd]);
+        std::copy_n(&h[t * ld + qd + kvd], kvd, &v[t * kvd]);
+      }
+      Dev<float> dq(q), dk(k);
+      if (c.norm) {
+        launch_rms_norm(dq.p, c.hd, dqn.p, 1e-6f, c.hd, int64_t{nt} * c.nh, dq.p, c.hd, nullptr);
+        launch_rms_norm(dk.p, c.hd, dkn.p, 1e-6f, c.hd, int64_t{nt} * c.nkv, dk.p, c.hd, nullptr);
+      }
+      launch_rope(dq.p, qd, nt, c.nh, c.hd, dpos.p, 1e6f, nullptr, c.style, nullptr);
+      launch_rope(dk.p, kvd, nt, c.nkv, c.hd, dpos.p, 1e6f, nullptr, c.style, nullptr);
+      if (c.q_scale != 1.0f) launch_scale(dq.p, c.q_scale, nt * qd, nullptr);
+      ref_q = dq.get();
+      k = dk.get();
+      std::vector<float> kp(nt * c.nkv * c.cache_hd, 0.0f), vp(kp.size(), 0.0f);
+      for (int64_t r = 0; r < int64_t{nt} * c.nkv; ++r) {
+        std::copy_n(&k[r * c.hd], c.hd, &kp[r * c.cache_hd]);
+        std::copy_n(&v[r * c.hd], c.hd, &vp[r * c.cache_hd]);
+      }
+      Dev<float> dkp(kp), dvp(vp);
+      Dev<uint8_t> kc(std::vector<uint8_t>(cache_bytes, 0x11)), vc(std::vector<uint8_t>(cache_bytes, 0x22));
+      PagedKvCache kv{c.cache, kc.p, vc.p, bs, c.nkv, c.cache_hd};
+      launch_kv_write(kv, b, dkp.p, c.nkv * c.cache_hd, dvp.p, c.nkv * c.cache_hd, nullptr);
+      auto to_f = [&](const std::vector<uint8_t>& bytes) {
+        std::vector<float> f(bytes.size() / eb);
+        for (size_t i = 0; i < f.size(); ++i) {
+          if (eb == 2) {
+            uint16_t hv;
+            std::memcpy(&hv, &bytes[2 * i], 2);
+            f[i] = f16_to_f32(hv);
+          } else {
+            std::memcpy(&f[i], &bytes[4 * i], 4);
+          }
+        }
+        return f;
+      };
+      ref_kc = to_f(kc.get());
+      ref_vc = to_f(vc.get());
+    }
+    // Fused: Q into a padded buffer (stride cache_hd per head, sentinel in the pad).
+    const int64_t ldq_out = int64_t{c.nh} * c.cache_hd;
+    Dev<float> dqo(std::vector<float>(nt * ldq_out, 7.0f));
+    Dev<uint8_t> kc(std::vector<uint8_t>(cache_bytes, 0x11)), vc(std::vector<uint8_t>(cache_bytes, 0x22));
+    PagedKvCache kv{c.cache, kc.p, vc.p, bs, c.nkv, c.cache_hd};
+    QkvRopeParams p;
+    p.q = dqkv.p, p.k = dqkv.p + qd, p.v = dqkv.p + qd + kvd, p.ldq = p.ldk = p.ldv = ld;
+    if (c.bias) p.bq = dbq.p, p.bk = dbk.p, p.bv = dbv.p;
+    if (c.norm) p.q_norm = dqn.p, p.k_norm = dkn.p;
+    p.eps = 1e-6f;
+    p.n_heads = c.nh;
+    p.head_dim = c.hd;
+    p.rope_base = 1e6f;
+    p.rope_style = c.style;
+    p.q_scale = c.q_scale;
+    p.q_out = dqo.p;
+    p.ldq_out = ldq_out;
+    p.q_head_stride = c.cache_hd;
+    launch_qkv_rope_cache(p, kv, b, false, nullptr);
+    const std::vector<float> got_q = dqo.get();
+    double max_err = 0;
+    int64_t bad = 0;
+    for (int t = 0; t < nt; ++t)
+      for (int h = 0; h < c.nh; ++h)
+        for (int i = 0; i < c.cache_hd; ++i) {
+          const float g = got_q[t * ldq_out + int64_t{h} * c.cache_hd + i];
+          if (i >= c.hd) {
+            bad += g != 7.0f;
+            continue;
+          }
+          const float r = ref_q[t * qd + int64_t{h} * c.hd + i];
+          const double e = std::fabs(g - r);
+          max_err = std::max(max_err, e);
+          bad += e > std::ldexp(std::fabs(r), -22) + 1e-30;
+        }
+    Dev<uint8_t>* caches[] = {&kc, &vc};
+    const std::vector<float>* refs[] = {&ref_kc, &ref_vc};
+    for (int which = 0; which < 2; ++which) {
+      const std::vector<uint8_t> bytes = caches[which]->get();
+      for (size_t i = 0; i < refs[which]->size(); ++i) {
+        float g;
+        if (eb == 2) {
+          uint16_t hv;
+          std::memcpy(&hv, &bytes[2 * i], 2);
+          g = f16_to_f32(hv);
+        } else {
+          std::memcpy(&g, &bytes[4 * i], 4);
+        }
+        const float r = (*refs[which])[i];
+        if (std::memcmp(&g, &r, 4) == 0) continue;
+        const double e = std::fabs(double(g) - r);
+        max_err = std::max(max_err, e);
+        bad += !(e <= std::ldexp(std::fabs(r), eb == 2 ? -10 : -22) + 1e-30);
+      }
+    }
+    report(std::string("qkv_rope_cache ") + c.name, std::string(c.cache == DType::kF16 ? "F16" : "F32") + " cache, 5 tokens",
+           max_err, eb == 2 ? 9.8e-4 : 2.4e-7, bad);
   }
 }
 

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <string>
@@ -18,6 +19,7 @@
 
 #include "base/check.h"
 #include "kernels/cuda/quant_kernels.cuh"
+#include "kernels/cuda/quant_mma.h"
 #include "runtime/cuda_check.h"
 #include "tensor/half.h"
 #include "tensor/quant_blocks.h"
@@ -58,6 +60,12 @@ Status alloc(DeviceBuffer* b, size_t bytes, const char* what) {
 }
 
 bool fp8_row_scales_only(const DeviceMatrix& w) { return w.fp8_block_cols >= w.n_cols; }
+
+// DUET_MATMUL_MMA=0: batches of 9-64 rows take the dequantize + cuBLAS path (benchmark knob).
+bool mma_disabled() {
+  const char* e = std::getenv("DUET_MATMUL_MMA");
+  return e != nullptr && e[0] == '0';
+}
 
 }  // namespace
 
@@ -397,29 +405,52 @@ void MatmulContext::reserve(int max_tokens, int64_t max_cols, int64_t max_rows) 
   }
 }
 
+bool MatmulContext::pdl() const {  // programmatic dependent launch: Hopper's, so the native path only
+  return impl_->dev.path == KernelPath::kNative && impl_->dev.sm >= 90;
+}
+
+bool MatmulContext::can_accumulate(int n_tokens) { return n_tokens >= 1 && n_tokens <= kernels::kDecodeMaxTokens; }
+
+bool MatmulContext::takes_q8(const DeviceMatrix& w, int n_tokens) const {
+  return can_accumulate(n_tokens) && kernels::is_block_quant(w.dtype) && w.n_cols % 32 == 0;
+}
+
+MatmulContext::Q8Input MatmulContext::q8_input() const {
+  return Q8Input{impl_->xq.as<int8_t>(), impl_->xm.as<float4>()};
+}
+
+void MatmulContext::matmul_q8(const DeviceMatrix& w, int n_tokens, float* y, int64_t ldy, cudaStream_t stream,
+                              bool accumulate) {
+  Impl& m = *impl_;
+  DUET_CHECK_MSG(takes_q8(w, n_tokens) && w.n_cols <= m.max_cols, "matmul_q8: %s x %d tokens has no int8 decode path",
+                 dtype_name(w.dtype).data(), n_tokens);
+  kernels::launch_matvec_q8(w, m.xq.as<int8_t>(), m.xm.as<float4>(), n_tokens, y, ldy, accumulate, pdl(), stream);
+}
+
 void MatmulContext::matmul(const DeviceMatrix& w, const float* x, int64_t ldx, int n_tokens, float* y, int64_t ldy,
-                           cudaStream_t stream) {
+                           cudaStream_t stream, bool accumulate) {
   Impl& m = *impl_;
   DUET_CHECK_MSG(n_tokens >= 1 && n_tokens <= m.max_tokens && w.n_cols <= m.max_cols,
                  "matmul: %d tokens x %lld columns beyond reserve(%d, %lld)", n_tokens, (long long)w.n_cols,
                  m.max_tokens, (long long)m.max_cols);
+  DUET_CHECK_MSG(!accumulate || can_accumulate(n_tokens), "matmul: no accumulating product for %d tokens", n_tokens);
   const int64_t k = w.n_cols;
   if (n_tokens <= kernels::kDecodeMaxTokens) {
+    const bool pdl_ok = pdl();
     if (kernels::is_block_quant(w.dtype)) {
-      // Programmatic dependent launch: Hopper's, so the native path only.
-      const bool pdl_ok = m.dev.path == KernelPath::kNative && m.dev.sm >= 90;
       kernels::launch_quantize_act_q8(x, ldx, n_tokens, k, m.xq.as<int8_t>(), m.xm.as<float4>(), pdl_ok, stream);
-      kernels::launch_matvec_q8(w, m.xq.as<int8_t>(), m.xm.as<float4>(), n_tokens, y, ldy, pdl_ok, stream);
+      kernels::launch_matvec_q8(w, m.xq.as<int8_t>(), m.xm.as<float4>(), n_tokens, y, ldy, accumulate, pdl_ok, stream);
     } else {
       // x is read in place when its rows are 16-byte aligned and W's rows carry no padding (the
       // kernel reads row_bytes / element-size values of x); otherwise staged, zero-padded.
       const size_t es = dtype_info(w.dtype).type_size;
       if (static_cast<size_t>(k) * es == w.row_bytes && ldx % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0) {
-        kernels::launch_matvec_float(w, x, ldx, n_tokens, y, ldy, m.dev.use_fp8(), stream);
+        kernels::launch_matvec_float(w, x, ldx, n_tokens, y, ldy, m.dev.use_fp8(), accumulate, pdl_ok, stream);
       } else {
         const int64_t kp = round_up(k, 16);
         kernels::launch_stage_act_f32(x, ldx, n_tokens, k, m.xs.as<float>(), kp, stream);
-        kernels::launch_matvec_float(w, m.xs.as<float>(), kp, n_tokens, y, ldy, m.dev.use_fp8(), stream);
+        kernels::launch_matvec_float(w, m.xs.as<float>(), kp, n_tokens, y, ldy, m.dev.use_fp8(), accumulate, pdl_ok,
+                                     stream);
       }
     }
     return;
@@ -447,6 +478,15 @@ void MatmulContext::matmul(const DeviceMatrix& w, const float* x, int64_t ldx, i
       m.dequant_gemm(w, x, ldx, n_tokens, y, ldy, stream);
       return;
     default:
+      // Batched decode (9-64 rows): the quantized tensor-core kernel reads the blocks directly,
+      // where the dequantize-then-cuBLAS path would write and re-read an F16 copy of W each call.
+      if (native && m.dev.sm >= 80 && n_tokens <= kernels::kMmaMaxTokens && kernels::mma_supported(w.dtype) &&
+          !mma_disabled()) {
+        const int64_t ldh = round_up(k, 16);
+        kernels::launch_convert_act(x, ldx, n_tokens, k, m.xh.data(), ldh, false, stream);
+        kernels::launch_matmul_mma(w, m.xh.as<__half>(), ldh, n_tokens, y, ldy, stream);
+        return;
+      }
       m.dequant_gemm(w, x, ldx, n_tokens, y, ldy, stream);
       return;
   }

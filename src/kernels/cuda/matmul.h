@@ -10,6 +10,8 @@
 // so a decode step can be captured in a CUDA graph once reserve() has sized the workspace.
 #pragma once
 
+#include <cuda_runtime.h>
+
 #include <cstdint>
 #include <memory>
 
@@ -42,9 +44,30 @@ class MatmulContext {
   void reserve(int max_tokens, int64_t max_cols, int64_t max_rows);
 
   // y[t * ldy + r] = sum_c W[r, c] * x[t * ldx + c] for t < n_tokens, r < w.n_rows (float32 in and
-  // out, device memory). n_tokens <= the reserved max_tokens.
+  // out, device memory). n_tokens <= the reserved max_tokens. accumulate: y[..] += the product
+  // (the residual add fused into the product); only where can_accumulate(n_tokens).
   void matmul(const DeviceMatrix& w, const float* x, int64_t ldx, int n_tokens, float* y, int64_t ldy,
-              cudaStream_t stream);
+              cudaStream_t stream, bool accumulate = false);
+
+  // Fused producers. Decode batches of block-quantized weights read int8 activations with one
+  // float4 per 32 values (kernels/cuda/quant_kernels.cuh, launch_quantize_act_q8); a producer
+  // kernel (RMSNorm, gated activation: ops.h) can write them into q8_input() directly, and
+  // matmul_q8() then runs the product without quantizing again.
+  struct Q8Input {
+    int8_t* q = nullptr;   // [n_tokens][n_cols]
+    float4* m = nullptr;   // [n_tokens][n_cols / 32]
+  };
+  Q8Input q8_input() const;
+  // True when matmul(w, .., n_tokens, ..) would quantize its input to that format.
+  bool takes_q8(const DeviceMatrix& w, int n_tokens) const;
+  // y (+)= W x for the n_tokens rows a producer wrote into q8_input() (takes_q8(w, n_tokens)).
+  void matmul_q8(const DeviceMatrix& w, int n_tokens, float* y, int64_t ldy, cudaStream_t stream,
+                 bool accumulate = false);
+  // matmul() can add into y for batches of n_tokens rows (the decode kernels).
+  static bool can_accumulate(int n_tokens);
+  // Decode kernels are launched programmatically (sm_90, native path): producers writing their
+  // inputs may be launched the same way (kernels/cuda/common.cuh, launch_maybe_pdl).
+  bool pdl() const;
 
   // out[i * w.n_cols + c] = W[rows[i], c] * scale (embedding lookup); rows: device int32, each
   // already validated to be < w.n_rows.

@@ -17,8 +17,9 @@ namespace duet::cuda {
 
 // y[r * ldy + i] = x[r * ldx + i] / sqrt(mean_i(x^2) + eps) * w[i], i < n; w may be null. Also the
 // per-head q/k norms (n_rows = n_tokens * n_heads, n = head_dim). y may equal x.
+// pdl: launch programmatically (MatmulContext::pdl(); the decode chain on sm_90).
 void launch_rms_norm(const float* x, int64_t ldx, const float* w, float eps, int64_t n, int64_t n_rows, float* y,
-                     int64_t ldy, cudaStream_t stream);
+                     int64_t ldy, cudaStream_t stream, bool pdl = false);
 
 // x[i] += y[i], i < n.
 void launch_add(float* x, const float* y, int64_t n, cudaStream_t stream);
@@ -55,12 +56,64 @@ void launch_argmax(const float* logits, int n_rows, int64_t vocab, int32_t* out,
 // rms_norm(x row) (as launch_rms_norm, w may be null). Rows contiguous (ld = n). y may not alias
 // x or res. Saves one pass over x per layer half (the forward's `x += o; xn = rms(x)`).
 void launch_add_rms_norm(float* x, const float* res, const float* w, float eps, int64_t n, int64_t n_rows, float* y,
-                         cudaStream_t stream);
+                         cudaStream_t stream, bool pdl = false);
 
 // y[r * ldy + i] = x[rows[r] * ldx + i], i < n, r < n_rows (rows: device int32, e.g. the output
 // rows of a batch before the final norm and the vocabulary projection).
 void launch_gather_rows(const float* x, int64_t ldx, const int32_t* rows, int n_rows, int64_t n, float* y, int64_t ldy,
                         cudaStream_t stream);
+
+// --- Fused decode producers (write the int8 activations of the block-quantized decode kernels,
+// kernels/cuda/quant_kernels.cuh launch_quantize_act_q8's format, so the product does not
+// quantize again). pdl: launch programmatically (MatmulContext::pdl()). ---
+
+// xq[r * n + i], xm[r * n / 32 + i / 32] = q8(rms_norm(x row r) * w) for r < n_rows (n % 32 == 0,
+// n <= 8192):
+// the values launch_rms_norm writes, quantized as launch_quantize_act_q8 would. One block per row.
+constexpr int64_t kRmsNormQ8MaxCols = 8192;
+void launch_rms_norm_q8(const float* x, int64_t ldx, const float* w, float eps, int64_t n, int64_t n_rows,
+                        int8_t* xq, float4* xm, bool pdl, cudaStream_t stream);
+
+// Gated activation over rows: out[r * ldo + i] = act(gate[r * ldi + i]) * up[r * ldi + i], i < n,
+// r < n_rows (gate and up may be the two halves of one fused [gate | up] product row). The same
+// values as launch_gated_activation over the contiguous n_rows * n elements.
+void launch_gated_activation_rows(Activation act, GeluMode gelu, const float* gate, const float* up, int64_t ldi,
+                                  int64_t n_rows, int64_t n, float* out, int64_t ldo, cudaStream_t stream);
+// The same values quantized for a block-quantized decode product: xq [n_rows][n], xm [n_rows][n / 32]
+// (n % 32 == 0). One warp per 32 values.
+void launch_gated_activation_q8(Activation act, GeluMode gelu, const float* gate, const float* up, int64_t ldi,
+                                int64_t n_rows, int64_t n, int8_t* xq, float4* xm, bool pdl, cudaStream_t stream);
+
+// Everything between the q/k/v products and attention, in one launch: per token t and head,
+// bias add, per-head RMSNorm (q_norm / k_norm), RoPE at positions[t] (launch_rope's angles),
+// Q pre-scaling, then Q written to q_out (heads q_head_stride floats apart, columns past head_dim
+// untouched) and K, V written to the paged cache at (seq_ids[t], positions[t]) (launch_kv_write's
+// slot and rounding; cache columns past head_dim, when the cache's head_dim is larger, set to 0).
+// The same values, op for op, as launch_add_bias + launch_rms_norm + launch_rope + launch_scale +
+// launch_kv_write. One warp per (token, head); head_dim even, <= 256.
+struct QkvRopeParams {
+  const float* q = nullptr;  // rows of n_heads * head_dim at q + t * ldq
+  const float* k = nullptr;  // rows of n_kv_heads * head_dim at k + t * ldk
+  const float* v = nullptr;
+  int64_t ldq = 0, ldk = 0, ldv = 0;
+  const float* bq = nullptr;  // biases (null: none)
+  const float* bk = nullptr;
+  const float* bv = nullptr;
+  const float* q_norm = nullptr;  // per-head RMSNorm weights, head_dim floats (null: no norm)
+  const float* k_norm = nullptr;
+  float eps = 0.0f;
+  int n_heads = 0;
+  int head_dim = 0;
+  float rope_base = 10000.0f;
+  const float* freq_factors = nullptr;  // head_dim / 2 floats, or null
+  RopeStyle rope_style = RopeStyle::kNeox;
+  float q_scale = 1.0f;  // multiplies Q after RoPE (1: none)
+  float* q_out = nullptr;
+  int64_t ldq_out = 0;
+  int q_head_stride = 0;
+};
+void launch_qkv_rope_cache(const QkvRopeParams& p, const PagedKvCache& kv, const AttentionBatch& batch, bool pdl,
+                           cudaStream_t stream);
 
 // Per-row sampling parameters (device array, one per logits row), the GPU's SamplingConfig.
 struct SamplingRow {

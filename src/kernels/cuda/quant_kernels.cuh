@@ -18,21 +18,25 @@ bool is_block_quant(DType t);  // Q4_0 .. Q6_K (decoded in 32-weight chunks)
 
 // --- decode (quant_matvec.cu) ---
 // x [n][ldx] float -> xq [n][k] int8 + xm [n][k / 32] float4 (d, d * sum q[0..15], d * sum
-// q[16..31], 0) per 32 values. k % 32 == 0, n <= kDecodeMaxTokens. pdl_ok as for
-// launch_matvec_q8 (the two must agree: the quantizer then lets the product start early).
+// q[16..31], 0) per 32 values. k % 32 == 0, n <= kDecodeMaxTokens. pdl_ok: the device and path
+// allow programmatic dependent launch (sm_90+, native path): the quantizer then waits for its
+// producer programmatically and lets the product start early. Fused producers of this format:
+// launch_rms_norm_q8, launch_gated_activation_q8 (ops.h).
 void launch_quantize_act_q8(const float* x, int64_t ldx, int n, int64_t k, int8_t* xq, float4* xm, bool pdl_ok,
                             cudaStream_t s);
 // x [n][ldx] float -> xs [n][kpad] float, zero beyond k.
 void launch_stage_act_f32(const float* x, int64_t ldx, int n, int64_t k, float* xs, int64_t kpad, cudaStream_t s);
-// y[t * ldy + r] = W[r] . x[t], block-quantized W, activations from launch_quantize_act_q8 (the
-// kernel launched just before on the same stream). pdl_ok: the device and path allow
-// programmatic dependent launch (sm_90+, native path).
+// y[t * ldy + r] = W[r] . x[t] (y[..] += W[r] . x[t] when accumulate), block-quantized W,
+// activations in the format of launch_quantize_act_q8, written by a kernel launched before on the
+// same stream. pdl_ok as above (then launched programmatically: every decode kernel waits for its
+// producer with griddepcontrol.wait).
 void launch_matvec_q8(const DeviceMatrix& w, const int8_t* xq, const float4* xm, int n, float* y, int64_t ldy,
-                      bool pdl_ok, cudaStream_t s);
-// Same for F32/F16/BF16/FP8 W, activations from launch_stage_act_f32 (kpad = roundup(n_cols, 16)).
-// fp8_hw: FP8 E4M3 converted by the hardware (only where DeviceInfo::use_fp8()).
+                      bool accumulate, bool pdl_ok, cudaStream_t s);
+// Same for F32/F16/BF16/FP8 W, float activations [n][kpad] (kpad = roundup(n_cols, 16), zero
+// padded; or x itself when W's rows carry no padding). fp8_hw: FP8 E4M3 converted by the hardware
+// (only where DeviceInfo::use_fp8()).
 void launch_matvec_float(const DeviceMatrix& w, const float* xs, int64_t kpad, int n, float* y, int64_t ldy,
-                         bool fp8_hw, cudaStream_t s);
+                         bool fp8_hw, bool accumulate, bool pdl_ok, cudaStream_t s);
 
 // --- prompt path and embedding (dequant.cu) ---
 // Rows [row0, row0 + n_rows) of a block-quantized or FP8 W -> F16 out [n_rows][ldo] (FP8 with its

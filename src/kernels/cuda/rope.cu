@@ -5,6 +5,9 @@
 // Runs on the caller's stream; no allocation, no synchronisation.
 #include <cmath>
 
+#include <cuda_fp16.h>
+
+#include "base/check.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ops.h"
 
@@ -38,7 +41,138 @@ __global__ void rope_kernel(float* x, int64_t ld, int n_tokens, int n_heads, int
   }
 }
 
+__device__ __forceinline__ double warp_sum_d(double v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(detail::kFullMask, v, o);
+  return v;
+}
+
+// launch_qkv_rope_cache: one warp per (token, head) over the n_heads Q, n_kv_heads K and
+// n_kv_heads V heads of each token; lane l holds the rotation pairs l, l + 32, ... (neox: elements
+// i and i + head_dim / 2; normal: 2i and 2i + 1), at most kMaxPairs of them (head_dim <= 256).
+// Each op is the one of the separate kernels (add_bias_kernel, rms_norm_warp_kernel, rope_kernel,
+// scale_kernel, kv_write_kernel) in the same order with the same roundings; only the double sum of
+// the per-head norm is associated differently. Launch-bound at decode sizes (one launch instead
+// of up to nine); memory-bound for prompts (read 4, write 4 or 2 bytes per element).
+constexpr int kMaxPairs = 4;
+template <typename T>
+__global__ void qkv_rope_cache_kernel(QkvRopeParams p, T* kc, T* vc, int kv_block_size, int n_kv_heads, int cache_hd,
+                                      int n_tokens, const int32_t* positions, const int32_t* seq_ids,
+                                      const int32_t* block_tables, int max_blocks, float theta_scale) {
+  detail::pdl_trigger();
+  detail::pdl_wait();
+  const int heads = p.n_heads + 2 * n_kv_heads;
+  const int64_t gw = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+  const int lane = threadIdx.x & 31;
+  if (gw >= static_cast<int64_t>(n_tokens) * heads) return;  // uniform per warp
+  const int t = static_cast<int>(gw / heads), h = static_cast<int>(gw - static_cast<int64_t>(t) * heads);
+  const int kind = h < p.n_heads ? 0 : (h < p.n_heads + n_kv_heads ? 1 : 2);  // q, k, v
+  const int hh = kind == 0 ? h : (kind == 1 ? h - p.n_heads : h - p.n_heads - n_kv_heads);
+  const int hd = p.head_dim, half = hd / 2;
+  const bool neox = p.rope_style == RopeStyle::kNeox;
+  const float* src = kind == 0 ? p.q + t * p.ldq : (kind == 1 ? p.k + t * p.ldk : p.v + t * p.ldv);
+  src += static_cast<int64_t>(hh) * hd;
+  const float* bias = kind == 0 ? p.bq : (kind == 1 ? p.bk : p.bv);
+  if (bias) bias += static_cast<int64_t>(hh) * hd;
+  const float* nw = kind == 0 ? p.q_norm : (kind == 1 ? p.k_norm : nullptr);
+  float x0[kMaxPairs], x1[kMaxPairs];
+  int i0[kMaxPairs], i1[kMaxPairs];
+#pragma unroll
+  for (int j = 0; j < kMaxPairs; ++j) {
+    const int pi = lane + 32 * j;
+    i0[j] = neox ? pi : 2 * pi;
+    i1[j] = neox ? pi + half : 2 * pi + 1;
+    x0[j] = x1[j] = 0.0f;
+    if (pi < half) {
+      x0[j] = src[i0[j]];
+      x1[j] = src[i1[j]];
+      if (bias) {
+        x0[j] += bias[i0[j]];
+        x1[j] += bias[i1[j]];
+      }
+    }
+  }
+  if (nw) {
+    double sum = 0;
+#pragma unroll
+    for (int j = 0; j < kMaxPairs; ++j)
+      if (lane + 32 * j < half) sum += static_cast<double>(x0[j] * x0[j]) + static_cast<double>(x1[j] * x1[j]);
+    sum = warp_sum_d(sum);
+    const float scale = 1.0f / sqrtf(static_cast<float>(sum / static_cast<double>(hd)) + p.eps);
+#pragma unroll
+    for (int j = 0; j < kMaxPairs; ++j) {
+      x0[j] = (x0[j] * scale) * nw[i0[j] < hd ? i0[j] : 0];
+      x1[j] = (x1[j] * scale) * nw[i1[j] < hd ? i1[j] : 0];
+    }
+  }
+  const int pos = positions[t];
+  if (kind != 2) {
+    float theta = static_cast<float>(pos);
+    int done = 0;  // multiplications applied to theta so far (the CPU's repeated product)
+#pragma unroll
+    for (int j = 0; j < kMaxPairs; ++j) {
+      const int pi = lane + 32 * j;
+      if (pi < half) {
+        for (; done < pi; ++done) theta = __fmul_rn(theta, theta_scale);
+        const float a = p.freq_factors ? __fdiv_rn(theta, p.freq_factors[pi]) : theta;
+        const float c = cosf(a), sn = sinf(a);
+        const float a0 = x0[j], a1 = x1[j];
+        x0[j] = __fmaf_rn(a0, c, -__fmul_rn(a1, sn));
+        x1[j] = __fmaf_rn(a0, sn, __fmul_rn(a1, c));
+      }
+    }
+  }
+  if (kind == 0) {
+    float* dst = p.q_out + t * p.ldq_out + static_cast<int64_t>(hh) * p.q_head_stride;
+#pragma unroll
+    for (int j = 0; j < kMaxPairs; ++j)
+      if (lane + 32 * j < half) {
+        dst[i0[j]] = p.q_scale != 1.0f ? x0[j] * p.q_scale : x0[j];
+        dst[i1[j]] = p.q_scale != 1.0f ? x1[j] * p.q_scale : x1[j];
+      }
+    return;
+  }
+  const int32_t block = block_tables[static_cast<int64_t>(seq_ids[t]) * max_blocks + pos / kv_block_size];
+  T* dst = (kind == 1 ? kc : vc) +
+           ((static_cast<int64_t>(block) * n_kv_heads + hh) * kv_block_size + pos % kv_block_size) * cache_hd;
+#pragma unroll
+  for (int j = 0; j < kMaxPairs; ++j)
+    if (lane + 32 * j < half) {
+      if constexpr (sizeof(T) == 2) {
+        dst[i0[j]] = __float2half_rn(x0[j]);
+        dst[i1[j]] = __float2half_rn(x1[j]);
+      } else {
+        dst[i0[j]] = x0[j];
+        dst[i1[j]] = x1[j];
+      }
+    }
+  for (int i = hd + lane; i < cache_hd; i += 32) dst[i] = T(0.0f);
+}
+
 }  // namespace
+
+void launch_qkv_rope_cache(const QkvRopeParams& p, const PagedKvCache& kv, const AttentionBatch& batch, bool pdl,
+                           cudaStream_t stream) {
+  if (batch.n_tokens <= 0) return;
+  DUET_CHECK_MSG(p.head_dim >= 2 && p.head_dim % 2 == 0 && p.head_dim <= 2 * 32 * kMaxPairs && p.head_dim <= kv.head_dim &&
+                     p.q_head_stride >= p.head_dim,
+                 "qkv_rope_cache: head_dim %d (cache %d, q stride %d)", p.head_dim, kv.head_dim, p.q_head_stride);
+  const float theta_scale = std::pow(p.rope_base, -2.0f / static_cast<float>(p.head_dim));
+  const int64_t warps = static_cast<int64_t>(batch.n_tokens) * (p.n_heads + 2 * kv.n_kv_heads);
+  const dim3 grid(static_cast<unsigned>((warps * 32 + kThreads - 1) / kThreads));
+  if (kv.dtype == DType::kF16) {
+    detail::launch_maybe_pdl(qkv_rope_cache_kernel<__half>, grid, dim3(kThreads), 0, stream, pdl, p,
+                             static_cast<__half*>(kv.k), static_cast<__half*>(kv.v), kv.kv_block_size, kv.n_kv_heads,
+                             kv.head_dim, batch.n_tokens, batch.positions, batch.seq_ids, batch.block_tables,
+                             batch.max_blocks, theta_scale);
+  } else {
+    DUET_CHECK_MSG(kv.dtype == DType::kF32, "KV cache dtype must be F16 or F32, got %d", static_cast<int>(kv.dtype));
+    detail::launch_maybe_pdl(qkv_rope_cache_kernel<float>, grid, dim3(kThreads), 0, stream, pdl, p,
+                             static_cast<float*>(kv.k), static_cast<float*>(kv.v), kv.kv_block_size, kv.n_kv_heads,
+                             kv.head_dim, batch.n_tokens, batch.positions, batch.seq_ids, batch.block_tables,
+                             batch.max_blocks, theta_scale);
+  }
+}
 
 void launch_rope(float* x, int64_t ld, int n_tokens, int n_heads, int head_dim, const int32_t* positions, float base,
                  const float* freq_factors, RopeStyle style, cudaStream_t stream) {

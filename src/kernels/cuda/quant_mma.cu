@@ -1,0 +1,702 @@
+// Batched-decode products y = W x^T (9 <= n_tokens <= 64) of Q4_K, Q5_K, Q6_K and Q8_0 weights on
+// tensor cores: each CTA streams the quantized blocks of 256 columns ("a stage": one K-quant
+// super-block or eight Q8_0 blocks) of 32 * W rows (W warps) and the matching F16 activation tile
+// into shared memory (cp.async, multi-stage), decodes the weights to F16 in registers and
+// multiplies with mma.sync m16n8k16 (F32 accumulators). Work is split "stream-K": the (row block,
+// stage) units are dealt out evenly to one wave of CTAs, and a row block shared by two CTAs is
+// summed with float atomics into a zeroed y. Owns no memory; runs on the caller's stream. sm_80+
+// only (the kernel bodies trap when compiled for older targets).
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+
+#include "base/check.h"
+#include "kernels/cuda/quant_mma.h"
+#include "kernels/cuda/quant_types.cuh"
+#include "runtime/cuda_check.h"
+
+namespace duet::cuda::kernels {
+namespace {
+
+using quant::h2f;
+using quant::k_scale_min;
+
+constexpr int kSbCols = 256;             // columns of one stage: one K-quant super-block
+constexpr int kXChunks = kSbCols / 8;    // 16-byte chunks of one activation row of a stage
+constexpr int kSmemBudget = 112 * 1024;  // per CTA, so that two CTAs share an SM where they fit
+
+// Device layout of one row's 256 columns as the kernel stages them (see quant_types.cuh).
+template <DType T>
+struct MmaType;
+template <>
+struct MmaType<DType::kQ8_0> {
+  // Region A of the split layout: qs[32] per block, 8 blocks (256 bytes) a row per stage, stored
+  // with an XOR swizzle of their 16-byte chunks (q8_chunk); d (8 halves, 2-byte aligned in region
+  // D) staged as the 5 aligned words around them. Rows may end inside a stage (K % 256 != 0).
+  static constexpr int kBlockCols = 32, kBlockBytes = 32, kPitch = 256, kChunks16 = 16;
+  static constexpr bool kSplitD = true;
+};
+template <>
+struct MmaType<DType::kQ4_K> {
+  // The file's block: d, dmin, scales[12], qs[128]. 144 = 9 units of 16 bytes; a pitch of 9 units
+  // makes the fragment loads below free of bank conflicts.
+  static constexpr int kBlockCols = 256, kBlockBytes = 144, kPitch = 144, kChunks16 = 9;
+  static constexpr bool kSplitD = false;
+};
+template <>
+struct MmaType<DType::kQ5_K> {
+  // The file's block: d, dmin, scales[12], qh[32], qs[128]. 11 units of 16 bytes: conflict-free
+  // too.
+  static constexpr int kBlockCols = 256, kBlockBytes = 176, kPitch = 176, kChunks16 = 11;
+  static constexpr bool kSplitD = false;
+};
+template <>
+struct MmaType<DType::kQ6_K> {
+  // Region A of the split layout: ql[128], qh[64], scales[16]; d in region D (staged apart).
+  static constexpr int kBlockCols = 256, kBlockBytes = 208, kPitch = 208, kChunks16 = 13;
+  static constexpr bool kSplitD = true;
+};
+
+struct MmaArgs {
+  const uint8_t* w;   // blocks (region A for split types)
+  const uint8_t* wd;  // region D (split types), else null
+  int64_t n_rows;
+  int64_t bpr;  // blocks per row (of the type's block: 256 or 32 weights)
+  int64_t spr;  // stages (256 columns) per row
+  int64_t n_cols;
+  int64_t row_bytes;  // non-split types
+  const __half* x;
+  int64_t ldx;
+  int n;
+  float* y;
+  int64_t ldy;
+  int64_t units;  // row blocks * spr
+};
+
+constexpr int clamp_int(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
+
+template <DType T, int N, int W>
+struct MmaShape {
+  using Q = MmaType<T>;
+  static constexpr int kThreads = 32 * W;
+  static constexpr int kRows = 32 * W;  // two m16 tiles per warp
+  static constexpr int kWBytes = kRows * Q::kPitch;
+  static constexpr int kDWords = T == DType::kQ8_0 ? 5 : 1;  // region D words staged per row
+  static constexpr int kDBytes = Q::kSplitD ? kRows * 4 * kDWords : 0;
+  static constexpr int kXBytes = 8 * N * kSbCols * 2;
+  static constexpr int kStageBytes = kWBytes + kDBytes + kXBytes;
+  static constexpr int kStages = clamp_int(kSmemBudget / kStageBytes, 2, 4);
+  static constexpr int kSmemBytes = kStages * kStageBytes;
+  static_assert(kWBytes % 16 == 0 && kDBytes % 16 == 0, "stage parts must stay 16-byte aligned");
+};
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+
+// Physical 16-byte chunk of chunk q of activation row t in a stage: an XOR swizzle of q's low
+// three bits by bits 3-4 of q and the row's parity, so that the 8 lanes of a quarter warp (rows
+// g, g + 1; four q >> 3 values) read 8 different bank groups in both decoders below.
+__device__ __forceinline__ int x_swizzle(int t, int q) {
+  return q ^ ((((q >> 3) & 3) << 1) | (t & 1));
+}
+
+// Physical 16-byte chunk of chunk c (< 16) of a staged Q8_0 row r (256 bytes: 16 units, so every
+// row starts in bank group 0): lane (g, t) reads chunk 4t + m of rows g, g + 1, ...; XOR-ing bits 0
+// and 1 with bit 3 of c and the row's parity gives the 8 lanes of a quarter warp 8 bank groups.
+__device__ __forceinline__ int q8_chunk(int r, int c) {
+  return c ^ (((c >> 3) & 1) | ((r & 1) << 1));
+}
+
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_bytes) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(src_bytes)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async4(void* dst, const void* src, int src_bytes) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(src_bytes)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+
+__device__ __forceinline__ uint32_t h2_bits(__half2 h) {
+  uint32_t u;
+  memcpy(&u, &h, 4);
+  return u;
+}
+__device__ __forceinline__ __half2 bits_h2(uint32_t u) {
+  __half2 h;
+  memcpy(&h, &u, 4);
+  return h;
+}
+
+// c += a * b: A 16x16 F16 (row major), B 16x8 F16 (column major), C 16x8 F32. Fragments as in
+// the PTX ISA: a0 (row g, k 2t..2t+1), a1 (row g+8, same k), a2 (row g, k 2t+8..), a3 (row g+8,
+// k 2t+8..); b0 (k 2t..2t+1, column g), b1 (k 2t+8..); c0,c1 (row g, columns 2t, 2t+1), c2,c3
+// (row g+8), for lane = 4g + t.
+__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                         uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// (q - magic) * s + b on two halves; q - magic is exact (small integers), then one rounding.
+__device__ __forceinline__ uint32_t deq_fma(uint32_t q, uint32_t magic, uint32_t s, uint32_t b) {
+  return h2_bits(__hfma2(__hsub2(bits_h2(q), bits_h2(magic)), bits_h2(s), bits_h2(b)));
+}
+__device__ __forceinline__ uint32_t deq_mul(uint32_t q, uint32_t magic, uint32_t s) {
+  return h2_bits(__hmul2(__hsub2(bits_h2(q), bits_h2(magic)), bits_h2(s)));
+}
+__device__ __forceinline__ uint32_t half2_of(float v) { return h2_bits(__float2half2_rn(v)); }
+
+// Stage unit u's bytes into stage buffer st: the weight super-blocks (column block sb) of rows
+// rb * kRows .. + kRows (zero-filled past n_rows), region D's d of those rows (split types: the
+// aligned 4-byte pair holding it), and activation columns sb * 256 .. + 256 of 8N tokens
+// (zero-filled past n). One commit group per call is left to the caller.
+template <DType T, int N, int W>
+__device__ __forceinline__ void load_stage(const MmaArgs& a, uint8_t* st, int64_t rb, int64_t sb) {
+  using S = MmaShape<T, N, W>;
+  using Q = MmaType<T>;
+  const int64_t row0 = rb * S::kRows;
+#pragma unroll
+  for (int c = threadIdx.x; c < S::kRows * Q::kChunks16; c += S::kThreads) {
+    const int r = c / Q::kChunks16, part = c - r * Q::kChunks16;
+    const int64_t row = row0 + r;
+    const uint8_t* src = a.w;
+    int bytes = 0;
+    if constexpr (T == DType::kQ8_0) {
+      const int64_t b = sb * 8 + (part >> 1);  // block of this chunk; none past the row's end
+      if (row < a.n_rows && b < a.bpr) {
+        src = a.w + (row * a.bpr + b) * Q::kBlockBytes + (part & 1) * 16;
+        bytes = 16;
+      }
+      cp_async16(st + r * Q::kPitch + 16 * q8_chunk(r, part), src, bytes);
+    } else {
+      if (row < a.n_rows) {
+        if constexpr (Q::kSplitD)
+          src = a.w + (row * a.bpr + sb) * Q::kBlockBytes + part * 16;
+        else
+          src = a.w + row * a.row_bytes + sb * Q::kBlockBytes + part * 16;
+        bytes = 16;
+      }
+      cp_async16(st + r * Q::kPitch + part * 16, src, bytes);
+    }
+  }
+  if constexpr (T == DType::kQ8_0) {
+    // d's of blocks sb * 8 .. + 7: the 5 aligned words from the even index at or below the first
+    // (halves past region D's end zero-filled; halves of the next row are never used).
+    const int r = threadIdx.x;
+    const int64_t row = row0 + r;
+    const int64_t total = a.n_rows * a.bpr;
+    const int64_t first = (row * a.bpr + sb * 8) & ~int64_t{1};
+#pragma unroll
+    for (int j = 0; j < 5; ++j) {
+      const int64_t h = first + 2 * j;
+      const int64_t left = row < a.n_rows ? total - h : 0;
+      const int bytes = left >= 2 ? 4 : (left == 1 ? 2 : 0);
+      cp_async4(st + S::kWBytes + 20 * r + 4 * j, bytes ? a.wd + h * 2 : a.wd, bytes);
+    }
+  } else if constexpr (Q::kSplitD) {
+    // Region D is 2-byte aligned per entry: copy the aligned pair (2 bytes at the very end).
+    const int r = threadIdx.x;
+    const int64_t row = row0 + r;
+    const uint8_t* src = a.wd;
+    int bytes = 0;
+    if (row < a.n_rows) {
+      const int64_t total = a.n_rows * a.bpr;
+      const int64_t idx = (row * a.bpr + sb) & ~int64_t{1};
+      src = a.wd + idx * 2;
+      bytes = idx + 1 < total ? 4 : 2;
+    }
+    cp_async4(st + S::kWBytes + 4 * r, src, bytes);
+  }
+  uint4* xs = reinterpret_cast<uint4*>(st + S::kWBytes + S::kDBytes);
+#pragma unroll
+  for (int c = threadIdx.x; c < 8 * N * kXChunks; c += S::kThreads) {
+    const int t = c / kXChunks, q = c % kXChunks;
+    const bool ok = t < a.n && sb * kSbCols + q * 8 < a.n_cols;
+    const __half* src = ok ? a.x + t * a.ldx + sb * kSbCols + q * 8 : a.x;
+    cp_async16(xs + t * kXChunks + x_swizzle(t, q), src, ok ? 16 : 0);
+  }
+}
+
+// Q4_K and Q5_K, one staged super-block. Lane (g, t) of warp w owns, for each of its 4 rows
+// (32w + 16mt + g + 8rr), qs bytes 32t .. 32t + 31 = weights 64t + i (low nibbles, sub-block 2t)
+// and 64t + 32 + i (high nibbles, sub-block 2t + 1), i < 32; Q5_K adds bit 2t (low) and 2t + 1
+// (high) of qh[i] as the fifth bit. The k order inside the block is
+// permuted (a dot product does not care, as long as x follows): k-step (i, h) (word i of those 32
+// bytes, h = high nibbles) holds weights 64t + 32h + 4i + {0,1} at k slots 2t, 2t+1 and + {2,3} at
+// 2t+8, 2t+9, so the activation fragment of the same lane is x columns 64t + 32h + 4i .. + 3:
+// 8 bytes, and two k-steps one 16-byte load of the staged tile.
+template <DType T, int N, int W>
+__device__ __forceinline__ void compute_q45k(const uint8_t* st, const uint4* xs,
+                                             float (&acc)[2][N][4]) {
+  constexpr bool kQ5 = T == DType::kQ5_K;
+  constexpr int kQs = kQ5 ? 48 : 16;  // offset of qs in the block
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  uint4 qs[2][2][2];
+  uint32_t s_lo[2][2], m_lo[2][2], s_hi[2][2], m_hi[2][2];
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      const uint8_t* rp = st + (32 * warp + 16 * mt + 8 * rr + g) * MmaType<T>::kPitch;
+      const uint4 hdr = *reinterpret_cast<const uint4*>(rp);
+      qs[mt][rr][0] = *reinterpret_cast<const uint4*>(rp + kQs + 32 * t);
+      qs[mt][rr][1] = *reinterpret_cast<const uint4*>(rp + kQs + 16 + 32 * t);
+      const float d = h2f(hdr.x & 0xffff), dmin = h2f(hdr.x >> 16);
+      int sc, mn;
+      k_scale_min(hdr.y, hdr.z, hdr.w, 2 * t, sc, mn);
+      s_lo[mt][rr] = half2_of(d * static_cast<float>(sc));
+      m_lo[mt][rr] = half2_of(-(dmin * static_cast<float>(mn)));
+      k_scale_min(hdr.y, hdr.z, hdr.w, 2 * t + 1, sc, mn);
+      s_hi[mt][rr] = half2_of(d * static_cast<float>(sc));
+      m_hi[mt][rr] = half2_of(-(dmin * static_cast<float>(mn)));
+    }
+  const int f = 2 * t + (g & 1);  // x_swizzle's XOR for this lane (q >> 3 == t)
+  const uint4* xl = xs + g * kXChunks + 8 * t;
+#pragma unroll
+  for (int m = 0; m < 4; ++m) {
+    // k-steps of this group: 0: (i = 2m, low), 1: (2m + 1, low), 2: (2m, high), 3: (2m + 1, high).
+    uint32_t af[2][4][4];
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int rr = 0; rr < 2; ++rr) {
+        const uint4& v = qs[mt][rr][m >> 1];
+        uint2 hq = make_uint2(0, 0);
+        if constexpr (kQ5) {  // qh bytes 8m .. 8m + 7 (positions of words 2m, 2m + 1); 8-byte
+                              // aligned
+          hq = *reinterpret_cast<const uint2*>(
+              st + (32 * warp + 16 * mt + 8 * rr + g) * MmaType<T>::kPitch + 16 + 8 * m);
+        }
+#pragma unroll
+        for (int ii = 0; ii < 2; ++ii) {
+          const uint32_t w = (m & 1) ? (ii ? v.w : v.z) : (ii ? v.y : v.x);
+          if constexpr (kQ5) {
+            // 5-bit quants a byte; byte | 0x6400 is the half 1024 + q.
+            const uint32_t hw = ii ? hq.y : hq.x;
+            const uint32_t lo = (w & 0x0f0f0f0fu) | (((hw >> (2 * t)) & 0x01010101u) << 4);
+            const uint32_t hi =
+                ((w >> 4) & 0x0f0f0f0fu) | (((hw >> (2 * t + 1)) & 0x01010101u) << 4);
+            af[mt][ii][rr] = deq_fma(__byte_perm(lo, 0x64646464u, 0x4140), 0x64006400u,
+                                     s_lo[mt][rr], m_lo[mt][rr]);
+            af[mt][ii][2 + rr] = deq_fma(__byte_perm(lo, 0x64646464u, 0x4342), 0x64006400u,
+                                         s_lo[mt][rr], m_lo[mt][rr]);
+            af[mt][2 + ii][rr] = deq_fma(__byte_perm(hi, 0x64646464u, 0x4140), 0x64006400u,
+                                         s_hi[mt][rr], m_hi[mt][rr]);
+            af[mt][2 + ii][2 + rr] = deq_fma(__byte_perm(hi, 0x64646464u, 0x4342), 0x64006400u,
+                                             s_hi[mt][rr], m_hi[mt][rr]);
+          } else {
+            const uint32_t t01 = __byte_perm(w, 0, 0x4140);  // bytes 0, 1 -> bytes 0, 2
+            const uint32_t t23 = __byte_perm(w, 0, 0x4342);  // bytes 2, 3 -> bytes 0, 2
+            // Low nibble | 0x6400 is the half 1024 + q; high nibble (bits 4-7) | 0x5400 is 64 + q.
+            af[mt][ii][rr] =
+                deq_fma((t01 & 0x000f000fu) | 0x64006400u, 0x64006400u, s_lo[mt][rr], m_lo[mt][rr]);
+            af[mt][ii][2 + rr] =
+                deq_fma((t23 & 0x000f000fu) | 0x64006400u, 0x64006400u, s_lo[mt][rr], m_lo[mt][rr]);
+            af[mt][2 + ii][rr] =
+                deq_fma((t01 & 0x00f000f0u) | 0x54005400u, 0x54005400u, s_hi[mt][rr], m_hi[mt][rr]);
+            af[mt][2 + ii][2 + rr] =
+                deq_fma((t23 & 0x00f000f0u) | 0x54005400u, 0x54005400u, s_hi[mt][rr], m_hi[mt][rr]);
+          }
+        }
+      }
+#pragma unroll
+    for (int nt = 0; nt < N; ++nt) {
+      const uint4 v0 = xl[nt * 8 * kXChunks + (m ^ f)];        // columns 64t + 8m .. + 7
+      const uint4 v1 = xl[nt * 8 * kXChunks + ((4 + m) ^ f)];  // columns 64t + 32 + 8m .. + 7
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt) {
+        mma16816(acc[mt][nt], af[mt][0], v0.x, v0.y);
+        mma16816(acc[mt][nt], af[mt][1], v0.z, v0.w);
+        mma16816(acc[mt][nt], af[mt][2], v1.x, v1.y);
+        mma16816(acc[mt][nt], af[mt][3], v1.z, v1.w);
+      }
+    }
+  }
+}
+
+// Q6_K, one staged super-block. Lane (g, t), hh = t / 2, gg = t % 2, owns for each of its rows
+// l = 16gg .. 16gg + 15 of half hh: ql[64hh + l], ql[64hh + 32 + l], qh[32hh + l] (three 16-byte
+// loads, as quant::PieceQ6K), i.e. weights 128hh + 32q + l for the quarters q < 4, scale
+// scales[8hh + 2q + gg]. k-step (q, i) holds weights 128hh + 32q + 16gg + 4i + {0,1} at k slots
+// 2t, 2t+1 and + {2,3} at 2t+8, 2t+9 (x columns likewise: 8 bytes a k-step).
+template <int N, int W>
+__device__ __forceinline__ void compute_q6k(const uint8_t* st, const uint4* xs, const uint32_t* dsm,
+                                            int64_t row0, int64_t bpr, int64_t sb,
+                                            float (&acc)[2][N][4]) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  const int hh = t >> 1, gg = t & 1;
+  uint4 l0[2][2], l1[2][2], qh[2][2];
+  uint32_t sq[2][2][4];
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      const int r = 32 * warp + 16 * mt + 8 * rr + g;
+      const uint8_t* rp = st + r * MmaType<DType::kQ6_K>::kPitch;
+      l0[mt][rr] = *reinterpret_cast<const uint4*>(rp + 64 * hh + 16 * gg);
+      l1[mt][rr] = *reinterpret_cast<const uint4*>(rp + 64 * hh + 32 + 16 * gg);
+      qh[mt][rr] = *reinterpret_cast<const uint4*>(rp + 128 + 32 * hh + 16 * gg);
+      const uint2 sc = *reinterpret_cast<const uint2*>(rp + 192 + 8 * hh);
+      const int64_t idx = (row0 + r) * bpr + sb;
+      const float d = h2f((dsm[r] >> (16 * static_cast<int>(idx & 1))) & 0xffff);
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const uint32_t word = q < 2 ? sc.x : sc.y;  // byte gg + 2q of scales[8hh ..]
+        const int8_t s = static_cast<int8_t>((word >> (8 * (gg + 2 * (q & 1)))) & 0xff);
+        sq[mt][rr][q] = half2_of(d * static_cast<float>(s));
+      }
+    }
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    uint32_t af[2][4][4];  // [mt][k-step i][register]
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int rr = 0; rr < 2; ++rr) {
+        const uint32_t la[4] = {l0[mt][rr].x, l0[mt][rr].y, l0[mt][rr].z, l0[mt][rr].w};
+        const uint32_t lb[4] = {l1[mt][rr].x, l1[mt][rr].y, l1[mt][rr].z, l1[mt][rr].w};
+        const uint32_t hw[4] = {qh[mt][rr].x, qh[mt][rr].y, qh[mt][rr].z, qh[mt][rr].w};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          uint32_t r6;  // bytes: the 6-bit unsigned quants (value + 32) of 4 consecutive weights
+          if (q == 0)
+            r6 = (la[i] & 0x0f0f0f0fu) | ((hw[i] << 4) & 0x30303030u);
+          else if (q == 1)
+            r6 = (lb[i] & 0x0f0f0f0fu) | ((hw[i] << 2) & 0x30303030u);
+          else if (q == 2)
+            r6 = ((la[i] >> 4) & 0x0f0f0f0fu) | (hw[i] & 0x30303030u);
+          else
+            r6 = ((lb[i] >> 4) & 0x0f0f0f0fu) | ((hw[i] >> 2) & 0x30303030u);
+          // Byte | 0x6400 is the half 1024 + r6; minus 1056 leaves r6 - 32 exactly.
+          af[mt][i][rr] = deq_mul(__byte_perm(r6, 0x64646464u, 0x4140), 0x64206420u, sq[mt][rr][q]);
+          af[mt][i][2 + rr] =
+              deq_mul(__byte_perm(r6, 0x64646464u, 0x4342), 0x64206420u, sq[mt][rr][q]);
+        }
+      }
+    const int q0 = 16 * hh + 4 * q + 2 * gg;  // chunk of columns 128hh + 32q + 16gg .. + 7
+    const int f = ((((q0 >> 3) & 3) << 1) | (g & 1));
+    const uint4* xl = xs + g * kXChunks;
+#pragma unroll
+    for (int nt = 0; nt < N; ++nt) {
+      const uint4 v0 = xl[nt * 8 * kXChunks + (q0 ^ f)];
+      const uint4 v1 = xl[nt * 8 * kXChunks + ((q0 + 1) ^ f)];
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt) {
+        mma16816(acc[mt][nt], af[mt][0], v0.x, v0.y);
+        mma16816(acc[mt][nt], af[mt][1], v0.z, v0.w);
+        mma16816(acc[mt][nt], af[mt][2], v1.x, v1.y);
+        mma16816(acc[mt][nt], af[mt][3], v1.z, v1.w);
+      }
+    }
+  }
+}
+
+// Q8_0, one staged stage (8 blocks of 32). Lane (g, t) owns, for each of its 4 rows, blocks 2t and
+// 2t + 1 of the stage (bytes 64t .. 64t + 63, chunks 4t .. 4t + 3): k-step i < 16 holds weights
+// 64t + 4i + {0,1} at k slots 2t, 2t+1 and + {2,3} at 2t+8, 2t+9 (x columns likewise). Blocks past
+// the row's end were staged as zeros (weights 0, x 0).
+template <int N, int W>
+__device__ __forceinline__ void compute_q80(const uint8_t* st, const uint4* xs, const uint32_t* dsm,
+                                            int64_t row0, int64_t bpr, int64_t sb,
+                                            float (&acc)[2][N][4]) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  uint32_t dh[2][2][2];  // d of blocks 2t, 2t + 1 of each row, as half2
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      const int r = 32 * warp + 16 * mt + 8 * rr + g;
+      // Place of the stage's first d in the row's 5 staged words (they start at an even index).
+      const int par = static_cast<int>(((row0 + r) * bpr + sb * 8) & 1);
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int h = par + 2 * t + e;  // < 9: half h of the row's 5 staged words
+        const uint32_t bits = (dsm[5 * r + (h >> 1)] >> (16 * (h & 1))) & 0xffff;
+        dh[mt][rr][e] = bits | (bits << 16);
+      }
+    }
+  const int f = 2 * t + (g & 1);  // x_swizzle's XOR for this lane (q >> 3 == t)
+  const uint4* xl = xs + g * kXChunks + 8 * t;
+#pragma unroll
+  for (int m = 0; m < 4; ++m) {
+    uint32_t af[2][4][4];  // k-steps 4m .. 4m + 3: bytes 64t + 16m .. + 15 of block 2t + m / 2
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int rr = 0; rr < 2; ++rr) {
+        const int r = 32 * warp + 16 * mt + 8 * rr + g;
+        const uint4 v = *reinterpret_cast<const uint4*>(st + r * MmaType<DType::kQ8_0>::kPitch +
+                                                        16 * q8_chunk(r, 4 * t + m));
+        const uint32_t wv[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          // q ^ 0x80 is the byte q + 128; byte | 0x6400 is the half 1024 + q + 128 (minus 1152).
+          const uint32_t u = wv[j] ^ 0x80808080u;
+          af[mt][j][rr] =
+              deq_mul(__byte_perm(u, 0x64646464u, 0x4140), 0x64806480u, dh[mt][rr][m >> 1]);
+          af[mt][j][2 + rr] =
+              deq_mul(__byte_perm(u, 0x64646464u, 0x4342), 0x64806480u, dh[mt][rr][m >> 1]);
+        }
+      }
+#pragma unroll
+    for (int nt = 0; nt < N; ++nt) {
+      const uint4 v0 = xl[nt * 8 * kXChunks + ((2 * m) ^ f)];      // columns 64t + 16m .. + 7
+      const uint4 v1 = xl[nt * 8 * kXChunks + ((2 * m + 1) ^ f)];  // columns 64t + 16m + 8 .. + 15
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt) {
+        mma16816(acc[mt][nt], af[mt][0], v0.x, v0.y);
+        mma16816(acc[mt][nt], af[mt][1], v0.z, v0.w);
+        mma16816(acc[mt][nt], af[mt][2], v1.x, v1.y);
+        mma16816(acc[mt][nt], af[mt][3], v1.z, v1.w);
+      }
+    }
+  }
+}
+
+// Writes (plain store) or adds (atomic) the accumulators of row block rb, then zeroes them.
+template <int N, int W>
+__device__ __forceinline__ void flush(const MmaArgs& a, int64_t row0, bool atomic,
+                                      float (&acc)[2][N][4]) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < N; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int64_t row = row0 + 32 * warp + 16 * mt + g + 8 * (e >> 1);
+        const int tok = 8 * nt + 2 * t + (e & 1);
+        if (row < a.n_rows && tok < a.n) {
+          float* p = a.y + tok * a.ldy + row;
+          if (atomic)
+            atomicAdd(p, acc[mt][nt][e]);
+          else
+            *p = acc[mt][nt][e];
+        }
+        acc[mt][nt][e] = 0.f;
+      }
+}
+
+#endif  // __CUDA_ARCH__ >= 800
+
+// Thread mapping: W warps, warp w owning rows 32w .. 32w + 31 of each row block of 32W rows (two
+// m16 tiles; lane (g, t) rows g, g + 8 of each) and all 8N tokens (N n8 tiles). CTA b handles units
+// [b * units / grid, (b + 1) * units / grid) of the row-block-major list of (row block, stage)
+// units, flushing at each row block's end: plain stores where it covered the whole row, atomics
+// otherwise (y then zeroed beforehand by the launcher). Arguments (MmaArgs): Q4_K/Q5_K rows of
+// row_bytes, or the split layout (region A, region D) of Q6_K/Q8_0; x F16 [n][ldx], ldx % 8 == 0,
+// 16-byte aligned, zero beyond n_cols not required; y float [n][ldy]; n <= 8N.
+// Expected bound: HBM at n = 32: the weights are read once; the activation tile (8N * 512 bytes
+// per unit, from L2) adds ~0.9 (4 warps) or ~0.45 (8 warps) bytes of L2 traffic per Q4_K weight
+// byte; about 20-40 instructions per 512 weights per warp beside 8 mma: aim >= 60% of 4.3 TB/s.
+template <DType T, int N, int W>
+__global__ void __launch_bounds__(32 * W) matmul_mma_kernel(MmaArgs a) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  using S = MmaShape<T, N, W>;
+  extern __shared__ __align__(16) uint8_t smem[];
+  const int64_t u_begin = static_cast<int64_t>(blockIdx.x) * a.units / gridDim.x;
+  const int64_t u_end = static_cast<int64_t>(blockIdx.x + 1) * a.units / gridDim.x;
+  const int64_t count = u_end - u_begin;
+#pragma unroll 1
+  for (int s = 0; s < S::kStages - 1; ++s) {
+    if (s < count)
+      load_stage<T, N, W>(a, smem + s * S::kStageBytes, (u_begin + s) / a.spr,
+                          (u_begin + s) % a.spr);
+    cp_async_commit();
+  }
+  float acc[2][N][4];
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < N; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[mt][nt][e] = 0.f;
+  bool seg_full_start = u_begin % a.spr == 0;  // the current row block's units began at its first
+#pragma unroll 1
+  for (int64_t it = 0; it < count; ++it) {
+    cp_async_wait<S::kStages - 2>();
+    __syncthreads();  // stage `it` visible to all; stage it - 1 free for the next load
+    const int64_t nxt = it + S::kStages - 1;
+    if (nxt < count)
+      load_stage<T, N, W>(a, smem + (nxt % S::kStages) * S::kStageBytes, (u_begin + nxt) / a.spr,
+                          (u_begin + nxt) % a.spr);
+    cp_async_commit();
+    const uint8_t* st = smem + (it % S::kStages) * S::kStageBytes;
+    const uint4* xs = reinterpret_cast<const uint4*>(st + S::kWBytes + S::kDBytes);
+    const int64_t u = u_begin + it, rb = u / a.spr, sb = u % a.spr;
+    if constexpr (T == DType::kQ4_K || T == DType::kQ5_K) {
+      compute_q45k<T, N, W>(st, xs, acc);
+    } else if constexpr (T == DType::kQ8_0) {
+      compute_q80<N, W>(st, xs, reinterpret_cast<const uint32_t*>(st + S::kWBytes), rb * S::kRows,
+                        a.bpr, sb, acc);
+    } else {
+      compute_q6k<N, W>(st, xs, reinterpret_cast<const uint32_t*>(st + S::kWBytes), rb * S::kRows,
+                        a.bpr, sb, acc);
+    }
+    if (sb == a.spr - 1 || it == count - 1) {
+      const bool full = seg_full_start && sb == a.spr - 1;
+      flush<N, W>(a, rb * S::kRows, !full, acc);
+      seg_full_start = true;
+    }
+  }
+  cp_async_wait<0>();
+#else
+  static_assert(kXChunks * 8 == kSbCols && MmaType<T>::kChunks16 * 16 >= MmaType<T>::kBlockBytes,
+                "stage layout");
+  __trap();
+#endif
+}
+
+constexpr int kMaxDevices = 64;
+
+int current_device() {
+  int dev = 0;
+  DUET_CUDA_CHECK(cudaGetDevice(&dev));
+  DUET_CHECK_MSG(dev >= 0 && dev < kMaxDevices, "matmul_mma: device %d beyond %d", dev,
+                 kMaxDevices);
+  return dev;
+}
+
+int sm_count(int dev) {
+  static std::mutex mu;
+  static int counts[kMaxDevices] = {};
+  std::lock_guard<std::mutex> lock(mu);
+  if (counts[dev] == 0)
+    DUET_CUDA_CHECK(cudaDeviceGetAttribute(&counts[dev], cudaDevAttrMultiProcessorCount, dev));
+  return counts[dev];
+}
+
+// Resident CTAs per SM of one kernel instantiation on device dev, after opting it in to its
+// dynamic shared memory there (both host calls that are not stream work: legal while a graph is
+// being captured; done once per instantiation and device).
+template <DType T, int N, int W>
+int ctas_per_sm(int dev) {
+  using S = MmaShape<T, N, W>;
+  static std::mutex mu;
+  static int per_sm[kMaxDevices] = {};
+  std::lock_guard<std::mutex> lock(mu);
+  if (per_sm[dev] == 0) {
+    auto kernel = matmul_mma_kernel<T, N, W>;
+    DUET_CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmemBytes));
+    DUET_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm[dev], kernel, S::kThreads,
+                                                                  S::kSmemBytes));
+    DUET_CHECK_MSG(per_sm[dev] > 0, "matmul_mma: no CTA of %d bytes of shared memory fits an SM",
+                   S::kSmemBytes);
+  }
+  return per_sm[dev];
+}
+
+template <DType T, int N, int W>
+void run(const DeviceMatrix& w, const __half* x, int64_t ldx, int n, float* y, int64_t ldy, int dev,
+         cudaStream_t s) {
+  using S = MmaShape<T, N, W>;
+  MmaArgs a{};
+  a.n_rows = w.n_rows;
+  a.bpr = w.n_cols / MmaType<T>::kBlockCols;
+  a.spr = (w.n_cols + kSbCols - 1) / kSbCols;
+  a.n_cols = w.n_cols;
+  a.row_bytes = static_cast<int64_t>(w.row_bytes);
+  a.w = static_cast<const uint8_t*>(w.data);
+  if constexpr (MmaType<T>::kSplitD) a.wd = a.w + w.n_rows * a.bpr * MmaType<T>::kBlockBytes;
+  a.x = x;
+  a.ldx = ldx;
+  a.n = n;
+  a.y = y;
+  a.ldy = ldy;
+  const int64_t row_blocks = (w.n_rows + S::kRows - 1) / S::kRows;
+  a.units = row_blocks * a.spr;
+  // One wave; the fewest CTAs that give every CTA the smallest whole number of units.
+  const int64_t slots = static_cast<int64_t>(ctas_per_sm<T, N, W>(dev)) * sm_count(dev);
+  const int64_t per_cta = (a.units + slots - 1) / slots;
+  const int64_t grid = (a.units + per_cta - 1) / per_cta;
+  // Some row block is shared by two CTAs unless every CTA boundary is a row-block boundary.
+  bool shared = false;
+  for (int64_t b = 1; b < grid && !shared; ++b) shared = (b * a.units / grid) % a.spr != 0;
+  if (shared)
+    DUET_CUDA_CHECK(cudaMemset2DAsync(y, ldy * sizeof(float), 0, w.n_rows * sizeof(float), n, s));
+  matmul_mma_kernel<T, N, W><<<static_cast<unsigned>(grid), S::kThreads, S::kSmemBytes, s>>>(a);
+  DUET_CUDA_CHECK_LAUNCH();
+}
+
+template <DType T, int W>
+void dispatch_tokens(const DeviceMatrix& w, const __half* x, int64_t ldx, int n, float* y,
+                     int64_t ldy, int dev, cudaStream_t s) {
+  const int tiles = (n + 7) / 8;
+  if (tiles <= 2) return run<T, 2, W>(w, x, ldx, n, y, ldy, dev, s);
+  if (tiles <= 4) return run<T, 4, W>(w, x, ldx, n, y, ldy, dev, s);
+  if (tiles <= 6) return run<T, 6, W>(w, x, ldx, n, y, ldy, dev, s);
+  return run<T, 8, W>(w, x, ldx, n, y, ldy, dev, s);
+}
+
+// Warps per CTA (rows per CTA = 32 * warps). 8 halves the activation tiles each weight byte
+// brings into shared memory (8N * 512 bytes per 256-row unit instead of per 128 rows) but makes
+// units twice as coarse, so it is taken only where there are >= 2 units per SM.
+// DUET_MMA_WARPS=4|8 forces one (read at every launch, so that a benchmark can compare them in
+// one process; graph replays do not come through here). Not yet measured: see mma_test's bench.
+int warps_for(int64_t n_rows, int64_t spr, int dev) {
+  const char* e = std::getenv("DUET_MMA_WARPS");
+  if (e && std::atoi(e) == 4) return 4;
+  if (e && std::atoi(e) == 8) return 8;
+  return (n_rows + 255) / 256 * spr >= 2 * static_cast<int64_t>(sm_count(dev)) ? 8 : 4;
+}
+
+template <DType T>
+void dispatch(const DeviceMatrix& w, const __half* x, int64_t ldx, int n, float* y, int64_t ldy,
+              cudaStream_t s) {
+  const int dev = current_device();
+  if (warps_for(w.n_rows, (w.n_cols + kSbCols - 1) / kSbCols, dev) == 8)
+    return dispatch_tokens<T, 8>(w, x, ldx, n, y, ldy, dev, s);
+  return dispatch_tokens<T, 4>(w, x, ldx, n, y, ldy, dev, s);
+}
+
+}  // namespace
+
+bool mma_supported(DType t) {
+  return t == DType::kQ4_K || t == DType::kQ5_K || t == DType::kQ6_K || t == DType::kQ8_0;
+}
+
+void launch_matmul_mma(const DeviceMatrix& w, const __half* x, int64_t ldx, int n, float* y,
+                       int64_t ldy, cudaStream_t s) {
+  DUET_CHECK_MSG(n >= 1 && n <= kMmaMaxTokens, "matmul_mma: n_tokens %d not in [1, %d]", n,
+                 kMmaMaxTokens);
+  DUET_CHECK_MSG(ldx % 8 == 0 && ldx >= w.n_cols && reinterpret_cast<uintptr_t>(x) % 16 == 0,
+                 "matmul_mma: x needs 16-byte aligned rows of >= %lld halves (ldx %lld)",
+                 (long long)w.n_cols, (long long)ldx);
+  DUET_CHECK_MSG(ldy >= w.n_rows, "matmul_mma: ldy %lld < %lld rows", (long long)ldy,
+                 (long long)w.n_rows);
+  const int64_t block = w.dtype == DType::kQ8_0 ? 32 : 256;
+  DUET_CHECK_MSG(w.n_cols > 0 && w.n_cols % block == 0,
+                 "matmul_mma: %lld columns, not a multiple of %lld", (long long)w.n_cols,
+                 (long long)block);
+  if (w.n_rows == 0) return;
+  switch (w.dtype) {
+    case DType::kQ4_K:
+      return dispatch<DType::kQ4_K>(w, x, ldx, n, y, ldy, s);
+    case DType::kQ5_K:
+      return dispatch<DType::kQ5_K>(w, x, ldx, n, y, ldy, s);
+    case DType::kQ8_0:
+      return dispatch<DType::kQ8_0>(w, x, ldx, n, y, ldy, s);
+    case DType::kQ6_K:
+      return dispatch<DType::kQ6_K>(w, x, ldx, n, y, ldy, s);
+    default:
+      DUET_CHECK_MSG(false, "matmul_mma: no kernel for %s weights",
+                     std::string(dtype_name(w.dtype)).c_str());
+  }
+}
+
+}  // namespace duet::cuda::kernels
