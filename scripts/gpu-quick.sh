@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# One short GPU iteration (under 10 minutes on an H200) of the CUDA backend's work loop, with
+# binaries built elsewhere (scripts/gpu-bundle.sh, packed as BUNDLE.tar.xz):
+#   1. the kernel parity tests named by GPU_TESTS (default: ops, matmul parity, the tiny-model
+#      whole-model parity), each log into OUT;
+#   2. `duet synth` qwen2-7b files (Q4_K_M, BF16, FP8 per-channel; random weights) in WORK;
+#   3. `duet bench` on them (tg128, pp512, pp2048; decode steps of 1 and 32 sequences for Q4_K_M),
+#      an eager per-op profile of one Q4_K_M and one BF16 decode, FP8 weight-only and native;
+#   4. llama.cpp on the same Q4_K_M and BF16 files (LLAMA_FILES) when LLAMA_TAR names a packed llama_cpp package
+#      (the CUDA build of llama-cpp-python, see scripts/ref/llamacpp_gpu_bench.py), same run;
+#   5. whole-model parity of the qwen2-7b Q4_K_M file against duet's CPU backend (PARITY=0 skips).
+# Prints a table (scripts/gpu_report.py) at the end.
+# Usage: scripts/gpu-quick.sh BUNDLE.tar.xz OUT [WORK]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+bundle=$1
+out=$2
+work=${3:-/tmp/duet-gpu}
+mkdir -p "$out" "$work" /tmp/duet-bin
+tar -xJf "$bundle" -C /tmp/duet-bin
+bin=$(dirname "$(find /tmp/duet-bin -name duet -type f | head -1)")
+duet=$bin/duet
+export DUET_TOKENIZERS=$bin/tokenizers DUET_SOURCE_DIR=$PWD
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
+status=0
+
+synth() {  # shape type file
+  [ -e "$work/$3" ] && return 0
+  /usr/bin/time -f "synth $1 $2: %e s, %M KB" "$duet" synth --arch qwen2 --shape "$1" -t "$2" -o "$work/$3" -q 2>&1 | tail -1
+}
+# The files are made on the CPUs while the GPU runs the tests. MODELS=all adds the other files of
+# the whole-model parity check (qwen2-0.5b and gemma3-270m geometry, qwen2-7b Q8_0).
+(synth qwen2-7b Q4_K_M q7-q4km.gguf; synth qwen2-7b BF16 q7-bf16.gguf; synth qwen2-7b fp8-channel q7-fp8ch) \
+  >"$out/synth.log" 2>&1 &
+synth_pid=$!
+if [ "${MODELS:-}" = all ]; then
+  (synth qwen2-0.5b Q4_K_M q05-q4km.gguf; synth qwen2-0.5b Q8_0 q05-q8.gguf; synth qwen2-0.5b BF16 q05-bf16.gguf
+   synth qwen2-0.5b fp8-channel q05-fp8ch; synth qwen2-0.5b fp8-block q05-fp8blk
+   "$duet" synth --arch gemma3 --shape gemma3-270m -t Q4_K_M -o "$work/g270-q4km.gguf" -q
+   "$duet" synth --arch gemma3 --shape gemma3-270m -t BF16 -o "$work/g270-bf16.gguf" -q
+   synth qwen2-7b Q8_0 q7-q8.gguf) >"$out/synth2.log" 2>&1 &
+  synth2_pid=$!
+fi
+
+# GPU_TESTS: test executables by name; matmulbench = the matmul kernel benchmark, launcher
+# defaults only (DUET_MATMUL_BENCH_QUICK).
+for t in ${GPU_TESTS:-ops matmul model}; do
+  [ "$t" = none ] && continue
+  exe=$bin/duet_gpu_$t
+  filter='*'
+  case $t in
+    matmul) filter=${MATMUL_FILTER:-'AllTypes*:MatmulGraph*:MatmulUpload*'} ;;
+    matmulbench) exe=$bin/duet_gpu_matmul; filter='MatmulBench*'; export DUET_MATMUL_BENCH_QUICK=1 ;;
+    model) filter='Archs/*' ;;
+  esac
+  [ -x "$exe" ] || { echo "missing $exe"; status=1; continue; }
+  echo "== $(basename "$exe") ($filter)"
+  timeout 300 "$exe" --gtest_filter="$filter" --gtest_brief=1 >"$out/$t.log" 2>&1 || status=1
+  unset DUET_MATMUL_BENCH_QUICK
+  grep -E 'FAILED|Failure|^\[  PASSED|FAIL$|bench|GB/s|TFLOP' "$out/$t.log" | head -${GREP_LINES:-40}
+done
+
+wait $synth_pid
+cat "$out/synth.log"
+if [ "${MODELS:-}" = all ]; then
+  wait $synth2_pid
+  cat "$out/synth2.log"
+  list=""
+  for f in q05-q4km.gguf q05-q8.gguf q05-bf16.gguf q05-fp8ch q05-fp8blk g270-q4km.gguf g270-bf16.gguf q7-q4km.gguf q7-q8.gguf q7-bf16.gguf q7-fp8ch; do
+    [ -e "$work/$f" ] && list="$list,$work/$f"
+  done
+  echo "== whole-model parity, synth models of real shapes"
+  DUET_GPU_PARITY_MODELS=${list#,} timeout 360 "$bin/duet_gpu_model" --gtest_filter='Listed*' >"$out/model_listed.log" 2>&1 || status=1
+  grep -E '^\[parity\]|FAILED|PASSED' "$out/model_listed.log" | head -60
+fi
+if [ "${BENCH:-1}" = 1 ]; then
+echo "== duet bench"
+: >"$out/bench.jsonl"
+b() {  # label file extra-args...
+  local label=$1 f=$2; shift 2
+  [ -e "$work/$f" ] || { echo "missing $work/$f"; return; }
+  "$duet" bench -m "$work/$f" -p 512 -n 128 -r 3 --json "$@" 2>>"$out/bench.err" |
+    python3 -c "import json,sys; j=json.load(sys.stdin); j['label']='$label'; j['pp']=512; print(json.dumps(j))" >>"$out/bench.jsonl"
+  "$duet" bench -m "$work/$f" -p 2048 -n 0 -r 2 --json "$@" 2>>"$out/bench.err" |
+    python3 -c "import json,sys; j=json.load(sys.stdin); j['label']='$label'; print(json.dumps(j))" >>"$out/bench.jsonl"
+}
+b "Q4_K_M" q7-q4km.gguf -b 1,32
+b "BF16" q7-bf16.gguf
+b "FP8 weight-only" q7-fp8ch --fp8 weight-only
+b "FP8 native" q7-fp8ch --fp8 native
+tail -5 "$out/bench.err"
+for f in q7-q4km.gguf q7-bf16.gguf; do  # where decode time goes, op by op (eager)
+  DUET_CUDA_PROFILE=1 "$duet" bench -m "$work/$f" -p 0 -n 16 -r 1 2>>"$out/bench.err" >"$out/profile-$f.txt"
+done
+# ... and in decode steps of 32 sequences (eager)
+DUET_CUDA_PROFILE=1 "$duet" bench -m "$work/q7-q4km.gguf" -p 0 -n 0 -b 32 -r 1 2>>"$out/bench.err" >"$out/profile32-q7-q4km.txt"
+fi
+if [ "${NCU:-0}" = 1 ] && command -v ncu >/dev/null; then  # hardware counters of the decode kernels, eager
+  echo "== ncu: decode kernels of one Q4_K_M and one FP8 step"
+  m=gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,l1tex__throughput.avg.pct_of_peak_sustained_active
+  m=$m,sm__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active,launch__grid_size
+  m=$m,launch__block_size,launch__registers_per_thread,dram__bytes_read.sum,smsp__inst_executed.sum
+  for f in q7-q4km.gguf q7-fp8ch; do
+    timeout 150 ncu --clock-control none --csv --page raw --metrics "$m" -k 'regex:matvec|norm|gated|qkv_rope|attention' \
+      -c 40 "$duet" bench -m "$work/$f" -p 0 -n 2 -r 1 --no-graphs --fp8 weight-only >"$out/ncu-$f.csv" 2>"$out/ncu-$f.err"
+    python3 - "$out/ncu-$f.csv" <<'PY' | head -45
+import csv, sys
+rows = list(csv.reader(open(sys.argv[1])))
+hdr = next((i for i, r in enumerate(rows) if r and r[0] == "ID"), None)
+if hdr is None:
+    print("no ncu rows"); sys.exit()
+h = rows[hdr]
+col = lambda r, name: r[h.index(name)] if name in h else "-"
+for r in rows[hdr + 2:]:
+    print(col(r, "Kernel Name")[:60], "t_us", col(r, "gpu__time_duration.sum"), "dram%", col(r, "dram__throughput.avg.pct_of_peak_sustained_elapsed"),
+          "l1%", col(r, "l1tex__throughput.avg.pct_of_peak_sustained_active"), "sm%", col(r, "sm__throughput.avg.pct_of_peak_sustained_elapsed"),
+          "warps%", col(r, "sm__warps_active.avg.pct_of_peak_sustained_active"), "grid", col(r, "launch__grid_size"), "blk", col(r, "launch__block_size"),
+          "regs", col(r, "launch__registers_per_thread"), "MB", col(r, "dram__bytes_read.sum"))
+PY
+  done
+fi
+if [ -n "${LLAMA_TAR:-}" ] && [ -e "$LLAMA_TAR" ]; then
+  mkdir -p /tmp/duet-llsite && tar -xJf "$LLAMA_TAR" -C /tmp/duet-llsite
+  [ -n "${LLAMA_DEPS:-}" ] && python3 -m pip install -q --no-index --no-deps --target /tmp/duet-llsite $LLAMA_DEPS 2>&1 | tail -1
+  site=$(dirname "$(find /tmp/duet-llsite -maxdepth 3 -name llama_cpp -type d | head -1)")
+  echo "== llama.cpp on the same files"
+  nccl=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)
+  LD_LIBRARY_PATH="${nccl:+$nccl:}/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}" PYTHONPATH="$site" \
+    timeout 240 python3 scripts/ref/llamacpp_gpu_bench.py $(for f in ${LLAMA_FILES:-q7-q4km.gguf q7-bf16.gguf}; do echo "$work/$f"; done) --reps 2 \
+    2>>"$out/llamacpp.err" | tee "$out/llamacpp.jsonl"
+fi
+if [ "${PARITY:-1}" = 1 ] && [ -x "$bin/duet_gpu_model" ]; then
+  echo "== whole-model parity, qwen2-7b Q4_K_M"
+  DUET_GPU_PARITY_MODELS=$work/q7-q4km.gguf timeout 240 "$bin/duet_gpu_model" --gtest_filter='Listed*' \
+    >"$out/model_q7.log" 2>&1 || status=1
+  grep -E '^\[parity\]|FAILED|PASSED' "$out/model_q7.log" | head -20
+fi
+python3 scripts/gpu_report.py "$out" | tee "$out/report.md"
+# Everything in one archive that sorts first (the device tool returns only a few files).
+tar -czf /tmp/duet-logs.tgz -C "$out" . && mv /tmp/duet-logs.tgz "$out/0logs.tgz"
+exit $status
