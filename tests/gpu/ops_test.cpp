@@ -59,6 +59,34 @@ class GpuOps : public ::testing::Test {
   void SetUp() override { ASSERT_GT(device_count(), 0) << "no CUDA device"; }
 };
 
+// A batch of n_tokens tokens over device positions / sequence ids / block tables.
+AttentionBatch token_batch(int n_tokens, int n_seqs, const Dev<int32_t>& pos, const Dev<int32_t>& seq,
+                           const Dev<int32_t>& tables, int max_blocks) {
+  AttentionBatch b;
+  b.n_tokens = n_tokens;
+  b.n_seqs = n_seqs;
+  b.positions = pos.p;
+  b.seq_ids = seq.p;
+  b.block_tables = tables.p;
+  b.max_blocks = max_blocks;
+  return b;
+}
+
+// Cache bytes (F16 when elem_bytes == 2, else F32) as floats.
+std::vector<float> cache_floats(const std::vector<uint8_t>& bytes, size_t elem_bytes) {
+  std::vector<float> f(bytes.size() / elem_bytes);
+  for (size_t i = 0; i < f.size(); ++i) {
+    if (elem_bytes == 2) {
+      uint16_t hv;
+      std::memcpy(&hv, &bytes[2 * i], 2);
+      f[i] = f16_to_f32(hv);
+    } else {
+      std::memcpy(&f[i], &bytes[4 * i], 4);
+    }
+  }
+  return f;
+}
+
 // Prints one parity-table row and checks it.
 void report(const std::string& op, const std::string& shape, double max_err, double bound, int64_t n_bad) {
   std::printf("  %-26s %-30s max_err %.3e  bound %.1e  %s\n", op.c_str(), shape.c_str(), max_err, bound,
@@ -286,13 +314,7 @@ TEST_F(GpuOps, KvWrite) {
       Dev<float> dkx(k), dvx(v);
       Dev<int32_t> dpos(pos), dseq(seq), dtab(tables);
       PagedKvCache kv{dt, dk.p, dv.p, bs, n_kv, hd};
-      AttentionBatch b;
-      b.n_tokens = nt;
-      b.n_seqs = 2;
-      b.positions = dpos.p;
-      b.seq_ids = dseq.p;
-      b.block_tables = dtab.p;
-      b.max_blocks = max_blocks;
+      const AttentionBatch b = token_batch(nt, 2, dpos, dseq, dtab, max_blocks);
       launch_kv_write(kv, b, dkx.p, ld, dvx.p, ld, nullptr);
       const auto gk = dk.get(), gv = dv.get();
       const int64_t bad = (gk != ck) + (gv != cv);
@@ -417,13 +439,7 @@ TEST_F(GpuOps, QkvRopeCache) {
     const size_t cache_bytes = size_t{n_blocks} * c.nkv * bs * c.cache_hd * eb;
     Dev<float> dqkv(qkv), dbq(bq), dbk(bk), dbv(bv), dqn(qn), dkn(kn);
     Dev<int32_t> dpos(pos), dseq(seq), dtab(tables);
-    AttentionBatch b;
-    b.n_tokens = nt;
-    b.n_seqs = 2;
-    b.positions = dpos.p;
-    b.seq_ids = dseq.p;
-    b.block_tables = dtab.p;
-    b.max_blocks = max_blocks;
+    const AttentionBatch b = token_batch(nt, 2, dpos, dseq, dtab, max_blocks);
     // Reference: the separate launches on a copy, K/V padded to the cache's head_dim with zeros.
     std::vector<float> ref_q, ref_kc, ref_vc;
     {
@@ -460,21 +476,8 @@ TEST_F(GpuOps, QkvRopeCache) {
       Dev<uint8_t> kc(std::vector<uint8_t>(cache_bytes, 0x11)), vc(std::vector<uint8_t>(cache_bytes, 0x22));
       PagedKvCache kv{c.cache, kc.p, vc.p, bs, c.nkv, c.cache_hd};
       launch_kv_write(kv, b, dkp.p, c.nkv * c.cache_hd, dvp.p, c.nkv * c.cache_hd, nullptr);
-      auto to_f = [&](const std::vector<uint8_t>& bytes) {
-        std::vector<float> f(bytes.size() / eb);
-        for (size_t i = 0; i < f.size(); ++i) {
-          if (eb == 2) {
-            uint16_t hv;
-            std::memcpy(&hv, &bytes[2 * i], 2);
-            f[i] = f16_to_f32(hv);
-          } else {
-            std::memcpy(&f[i], &bytes[4 * i], 4);
-          }
-        }
-        return f;
-      };
-      ref_kc = to_f(kc.get());
-      ref_vc = to_f(vc.get());
+      ref_kc = cache_floats(kc.get(), eb);
+      ref_vc = cache_floats(vc.get(), eb);
     }
     // Fused: Q into a padded buffer (stride cache_hd per head, sentinel in the pad).
     const int64_t ldq_out = int64_t{c.nh} * c.cache_hd;
@@ -514,16 +517,9 @@ TEST_F(GpuOps, QkvRopeCache) {
     Dev<uint8_t>* caches[] = {&kc, &vc};
     const std::vector<float>* refs[] = {&ref_kc, &ref_vc};
     for (int which = 0; which < 2; ++which) {
-      const std::vector<uint8_t> bytes = caches[which]->get();
+      const std::vector<float> got = cache_floats(caches[which]->get(), eb);
       for (size_t i = 0; i < refs[which]->size(); ++i) {
-        float g;
-        if (eb == 2) {
-          uint16_t hv;
-          std::memcpy(&hv, &bytes[2 * i], 2);
-          g = f16_to_f32(hv);
-        } else {
-          std::memcpy(&g, &bytes[4 * i], 4);
-        }
+        const float g = got[i];
         const float r = (*refs[which])[i];
         if (std::memcmp(&g, &r, 4) == 0) continue;
         const double e = std::fabs(double(g) - r);

@@ -388,6 +388,20 @@ __global__ void __launch_bounds__(kThreads) matvec_float_kernel(DeviceMatrix w, 
   reduce_store<NT>(acc, n, y, ldy, row, w.n_rows, accumulate);
 }
 
+// acc[r][t] += sc[r] * (v[r][0..3] . xv) for the R rows of one 4-weight word (FP8 kernels).
+template <int R, int NT>
+__device__ __forceinline__ void fma_word4(float (&acc)[R][NT], const float (&v)[R][4], const float (&sc)[R], int t,
+                                          const float4& xv) {
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    float pr = v[r][0] * xv.x;
+    pr = fmaf(v[r][1], xv.y, pr);
+    pr = fmaf(v[r][2], xv.z, pr);
+    pr = fmaf(v[r][3], xv.w, pr);
+    acc[r][t] = fmaf(pr, sc[r], acc[r][t]);
+  }
+}
+
 // FP8 E4M3 W (weight-only) x float activations: R rows per row group, U 4-byte words of each row
 // in flight per thread. Thread mapping: block (tpr, 128 / tpr), threadIdx.y picks the group of
 // R consecutive rows, thread i of a group loads words i + k * tpr (4 weights each, coalesced:
@@ -455,15 +469,7 @@ __global__ void __launch_bounds__(kThreads) matvec_fp8_kernel(DeviceMatrix w, co
 #pragma unroll
           for (int t = 0; t < NT; ++t) {
             if (t < n) {
-              const float4 xv = __ldg(reinterpret_cast<const float4*>(xs + t * kpad + c * 4));
-#pragma unroll
-              for (int r = 0; r < R; ++r) {
-                float pr = v[r][0] * xv.x;
-                pr = fmaf(v[r][1], xv.y, pr);
-                pr = fmaf(v[r][2], xv.z, pr);
-                pr = fmaf(v[r][3], xv.w, pr);
-                acc[r][t] = fmaf(pr, sc[r], acc[r][t]);
-              }
+              fma_word4<R, NT>(acc, v, sc, t, __ldg(reinterpret_cast<const float4*>(xs + t * kpad + c * 4)));
             }
           }
         }
@@ -564,15 +570,7 @@ __global__ void __launch_bounds__(kSmemThreads) matvec_fp8_smem_kernel(DeviceMat
 #pragma unroll
             for (int t = 0; t < NT; ++t) {
               if (t < n) {
-                const float4 xv = xs4[t * nch32 * 4 + base + qq * 32];
-#pragma unroll
-                for (int r = 0; r < R; ++r) {
-                  float pr = v[r][0] * xv.x;
-                  pr = fmaf(v[r][1], xv.y, pr);
-                  pr = fmaf(v[r][2], xv.z, pr);
-                  pr = fmaf(v[r][3], xv.w, pr);
-                  acc[r][t] = fmaf(pr, sc[r], acc[r][t]);
-                }
+                fma_word4<R, NT>(acc, v, sc, t, xs4[t * nch32 * 4 + base + qq * 32]);
               }
             }
           }

@@ -151,6 +151,20 @@ __device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// The four k-steps of one 64-column piece for both m16 tiles and token tile nt: A fragments
+// af[mt][0..3] against the x chunks v0 (k-steps 0, 1) and v1 (k-steps 2, 3).
+template <int N>
+__device__ __forceinline__ void mma_k64(float (&acc)[2][N][4], const uint32_t (&af)[2][4][4], int nt, const uint4& v0,
+                                        const uint4& v1) {
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt) {
+    mma16816(acc[mt][nt], af[mt][0], v0.x, v0.y);
+    mma16816(acc[mt][nt], af[mt][1], v0.z, v0.w);
+    mma16816(acc[mt][nt], af[mt][2], v1.x, v1.y);
+    mma16816(acc[mt][nt], af[mt][3], v1.z, v1.w);
+  }
+}
+
 // (q - magic) * s + b on two halves; q - magic is exact (small integers), then one rounding.
 __device__ __forceinline__ uint32_t deq_fma(uint32_t q, uint32_t magic, uint32_t s, uint32_t b) {
   return h2_bits(__hfma2(__hsub2(bits_h2(q), bits_h2(magic)), bits_h2(s), bits_h2(b)));
@@ -317,13 +331,7 @@ __device__ __forceinline__ void compute_q45k(const uint8_t* st, const uint4* xs,
     for (int nt = 0; nt < N; ++nt) {
       const uint4 v0 = xl[nt * 8 * kXChunks + (m ^ f)];        // columns 64t + 8m .. + 7
       const uint4 v1 = xl[nt * 8 * kXChunks + ((4 + m) ^ f)];  // columns 64t + 32 + 8m .. + 7
-#pragma unroll
-      for (int mt = 0; mt < 2; ++mt) {
-        mma16816(acc[mt][nt], af[mt][0], v0.x, v0.y);
-        mma16816(acc[mt][nt], af[mt][1], v0.z, v0.w);
-        mma16816(acc[mt][nt], af[mt][2], v1.x, v1.y);
-        mma16816(acc[mt][nt], af[mt][3], v1.z, v1.w);
-      }
+      mma_k64(acc, af, nt, v0, v1);
     }
   }
 }
@@ -394,13 +402,7 @@ __device__ __forceinline__ void compute_q6k(const uint8_t* st, const uint4* xs, 
     for (int nt = 0; nt < N; ++nt) {
       const uint4 v0 = xl[nt * 8 * kXChunks + (q0 ^ f)];
       const uint4 v1 = xl[nt * 8 * kXChunks + ((q0 + 1) ^ f)];
-#pragma unroll
-      for (int mt = 0; mt < 2; ++mt) {
-        mma16816(acc[mt][nt], af[mt][0], v0.x, v0.y);
-        mma16816(acc[mt][nt], af[mt][1], v0.z, v0.w);
-        mma16816(acc[mt][nt], af[mt][2], v1.x, v1.y);
-        mma16816(acc[mt][nt], af[mt][3], v1.z, v1.w);
-      }
+      mma_k64(acc, af, nt, v0, v1);
     }
   }
 }
@@ -456,13 +458,7 @@ __device__ __forceinline__ void compute_q80(const uint8_t* st, const uint4* xs, 
     for (int nt = 0; nt < N; ++nt) {
       const uint4 v0 = xl[nt * 8 * kXChunks + ((2 * m) ^ f)];      // columns 64t + 16m .. + 7
       const uint4 v1 = xl[nt * 8 * kXChunks + ((2 * m + 1) ^ f)];  // columns 64t + 16m + 8 .. + 15
-#pragma unroll
-      for (int mt = 0; mt < 2; ++mt) {
-        mma16816(acc[mt][nt], af[mt][0], v0.x, v0.y);
-        mma16816(acc[mt][nt], af[mt][1], v0.z, v0.w);
-        mma16816(acc[mt][nt], af[mt][2], v1.x, v1.y);
-        mma16816(acc[mt][nt], af[mt][3], v1.z, v1.w);
-      }
+      mma_k64(acc, af, nt, v0, v1);
     }
   }
 }
