@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "tokenizer/unicode.h"
+
 namespace duet::jinja {
 
 uint32_t utf8_next(std::string_view s, size_t* i) {
@@ -26,55 +28,9 @@ uint32_t utf8_next(std::string_view s, size_t* i) {
   return cp;
 }
 
-void utf8_append(std::string* out, uint32_t cp) {
-  if (cp < 0x80) {
-    out->push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
+void utf8_append(std::string* out, uint32_t cp) { tok::utf8_append(cp, out); }
 
-bool utf8_valid(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    const auto b0 = static_cast<uint8_t>(s[i]);
-    if (b0 < 0x80) {
-      ++i;
-      continue;
-    }
-    int n;
-    uint32_t min;
-    if ((b0 & 0xE0) == 0xC0) {
-      n = 1, min = 0x80;
-    } else if ((b0 & 0xF0) == 0xE0) {
-      n = 2, min = 0x800;
-    } else if ((b0 & 0xF8) == 0xF0) {
-      n = 3, min = 0x10000;
-    } else {
-      return false;
-    }
-    if (i + n >= s.size()) return false;
-    uint32_t cp = b0 & (0x3F >> n);
-    for (int k = 1; k <= n; ++k) {
-      const auto b = static_cast<uint8_t>(s[i + k]);
-      if ((b & 0xC0) != 0x80) return false;
-      cp = (cp << 6) | (b & 0x3F);
-    }
-    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
-    i += n + 1;
-  }
-  return true;
-}
+bool utf8_valid(std::string_view s) { return tok::utf8_is_valid(s); }
 
 bool is_ascii(std::string_view s) {
   for (char c : s)

@@ -14,6 +14,7 @@ namespace duet::jinja {
 // Decodes one code point at s[*i], advancing *i. Input is assumed valid UTF-8 (checked once with
 // utf8_valid); a stray byte decodes as itself so that no input can loop forever.
 uint32_t utf8_next(std::string_view s, size_t* i);
+// tokenizer/unicode.h's encoder and strict validator (no overlongs, surrogates or > U+10FFFF).
 void utf8_append(std::string* out, uint32_t cp);
 bool utf8_valid(std::string_view s);
 bool is_ascii(std::string_view s);

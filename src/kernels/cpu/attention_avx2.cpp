@@ -9,6 +9,7 @@
 #include "kernels/cpu/simd_target.h"
 
 DUET_SIMD_TARGET_BEGIN(DUET_AVX2_ISA)
+#include "kernels/cpu/expf_avx2.h"
 
 namespace duet {
 namespace {
@@ -103,41 +104,16 @@ void accumulate(int64_t hd, const void* vv, size_t stride, int64_t n, int64_t j0
   }
 }
 
-inline __m256 v_expf(__m256 x) {
-  const __m256 r = _mm256_set1_ps(0x1.8p23f);
-  const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), r);
-  const __m256 n = _mm256_sub_ps(z, r);
-  const __m256 b = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f), _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
-  const __m256i e = _mm256_slli_epi32(_mm256_castps_si256(z), 23);
-  const __m256 k = _mm256_castsi256_ps(_mm256_add_epi32(e, _mm256_castps_si256(_mm256_set1_ps(1))));
-  const __m256i c = _mm256_castps_si256(_mm256_cmp_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.f), n), _mm256_set1_ps(126), _CMP_GT_OQ));
-  const __m256 u = _mm256_mul_ps(b, b);
-  const __m256 j = _mm256_fmadd_ps(
-      _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f)), u,
-                      _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f))),
-      u, _mm256_mul_ps(_mm256_set1_ps(0x1.ffffecp-1f), b));
-  if (!_mm256_movemask_ps(_mm256_castsi256_ps(c))) return _mm256_fmadd_ps(j, k, k);
-  const __m256i g = _mm256_and_si256(_mm256_castps_si256(_mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_LE_OQ)),
-                                     _mm256_set1_epi32(static_cast<int>(0x82000000u)));
-  const __m256 s1 = _mm256_castsi256_ps(_mm256_add_epi32(g, _mm256_set1_epi32(0x7f000000)));
-  const __m256 s2 = _mm256_castsi256_ps(_mm256_sub_epi32(e, g));
-  const __m256i d = _mm256_castps_si256(_mm256_cmp_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.f), n), _mm256_set1_ps(192), _CMP_GT_OQ));
-  return _mm256_or_ps(
-      _mm256_and_ps(_mm256_castsi256_ps(d), _mm256_mul_ps(s1, s1)),
-      _mm256_andnot_ps(_mm256_castsi256_ps(d),
-                       _mm256_or_ps(_mm256_and_ps(_mm256_castsi256_ps(c), _mm256_mul_ps(_mm256_fmadd_ps(s2, j, s2), s1)),
-                                    _mm256_andnot_ps(_mm256_castsi256_ps(c), _mm256_fmadd_ps(k, j, k)))));
-}
-
 void exp_sub(const float* x, float max, float* y, int64_t n) {
   const __m256 m = _mm256_set1_ps(max);
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, v_expf(_mm256_sub_ps(_mm256_loadu_ps(x + i), m)));
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, detail::avx2::v_expf_avx2(_mm256_sub_ps(_mm256_loadu_ps(x + i), m)));
   if (i < n) {
     float tmp[8] = {};
     for (int64_t k = i; k < n; ++k) tmp[k - i] = x[k] - max;
     float res[8];
-    _mm256_storeu_ps(res, v_expf(_mm256_loadu_ps(tmp)));
+    _mm256_storeu_ps(res, detail::avx2::v_expf_avx2(_mm256_loadu_ps(tmp)));
     for (int64_t k = i; k < n; ++k) y[k] = res[k - i];
   }
 }
