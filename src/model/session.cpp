@@ -47,7 +47,10 @@ Status Session::eval_from(int seq, std::span<const int32_t> tokens, size_t first
   const uint32_t start = n_past_[seq];
   DUET_RETURN_IF_ERROR(reserve(seq, start + static_cast<uint32_t>(tokens.size())));
   logits->resize((tokens.size() - first_logit) * vocab);
-  std::vector<int32_t> pos, ids, rows;
+  // Members reused between calls: no allocation per decode step.
+  std::vector<int32_t>& pos = pos_;
+  std::vector<int32_t>& ids = ids_;
+  std::vector<int32_t>& rows = rows_;
   for (size_t b0 = 0; b0 < tokens.size(); b0 += max_batch_tokens_) {
     const size_t n = std::min<size_t>(max_batch_tokens_, tokens.size() - b0);
     pos.resize(n);
@@ -73,8 +76,14 @@ Status Session::eval_from(int seq, std::span<const int32_t> tokens, size_t first
 Status Session::step(std::span<const int> seqs, std::span<const int32_t> tokens, std::vector<float>* logits) {
   if (seqs.size() != tokens.size())
     return invalid_argument(std::to_string(seqs.size()) + " sequences but " + std::to_string(tokens.size()) + " tokens");
-  std::vector<SeqKvView> views(seqs.size());
-  std::vector<int32_t> pos(seqs.size()), ids(seqs.size()), rows(seqs.size());
+  std::vector<SeqKvView>& views = views_;
+  std::vector<int32_t>& pos = pos_;
+  std::vector<int32_t>& ids = ids_;
+  std::vector<int32_t>& rows = rows_;
+  views.resize(seqs.size());
+  pos.resize(seqs.size());
+  ids.resize(seqs.size());
+  rows.resize(seqs.size());
   for (size_t i = 0; i < seqs.size(); ++i) {
     const int sq = seqs[i];
     DUET_CHECK_MSG(sq >= 0 && static_cast<size_t>(sq) < tables_.size(), "sequence %d of %zu", sq, tables_.size());

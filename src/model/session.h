@@ -46,6 +46,9 @@ class Session {
   BlockPool pool_;
   std::vector<BlockTable> tables_;
   std::vector<uint32_t> n_past_;
+  // Batch descriptions of eval_from / step, kept between calls (no allocation per decode step).
+  std::vector<int32_t> pos_, ids_, rows_;
+  std::vector<SeqKvView> views_;
 };
 
 }  // namespace duet
