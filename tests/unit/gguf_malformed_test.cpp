@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "formats/gguf.h"
+#include "malformed_input.h"
 
 namespace duet {
 namespace {
@@ -131,38 +132,12 @@ enum { kTokEmbd = 0, kBlkQ = 1, kBlkK = 2, kOut = 3 };
 
 std::string case_name(const std::string& c) { return c + ".gguf"; }
 
-// A parse of a private heap copy of exactly the given bytes, so that AddressSanitizer sees any
-// over-read; the copy lives as long as the result that points into it.
-struct Parsed {
-  std::unique_ptr<uint8_t[]> buf;
-  Result<std::unique_ptr<GgufFile>> r;
-  bool is_ok() const { return r.is_ok(); }
-  const Status& status() const { return r.status(); }
-  GgufFile& file() { return *r.value(); }
-};
+using testing_malformed::expect_one_line_error;
+using testing_malformed::read_all;
+using Parsed = testing_malformed::ParsedCopy<GgufFile>;
 
-Parsed parse_exact(const uint8_t* p, size_t n, const std::string& name,
-                   const GgufLimits& lim = {}) {
-  std::unique_ptr<uint8_t[]> copy(new uint8_t[n ? n : 1]);
-  if (n) std::memcpy(copy.get(), p, n);
-  auto r = GgufFile::parse(copy.get(), n, name, lim);
-  if (r.is_ok()) {
-    for (const auto& t : (*r)->tensors()) {
-      EXPECT_GE(t.data, copy.get());
-      EXPECT_LE(t.data + t.n_bytes, copy.get() + n);
-    }
-  }
-  return Parsed{std::move(copy), std::move(r)};
-}
-
-void expect_one_line_error(const Status& st, const std::string& name) {
-  EXPECT_FALSE(st.is_ok());
-  const std::string& m = st.message();
-  EXPECT_FALSE(m.empty());
-  EXPECT_EQ(m.find('\n'), std::string::npos) << m;
-  EXPECT_EQ(m.find('\r'), std::string::npos) << m;
-  EXPECT_LT(m.size(), 600u) << m;
-  EXPECT_EQ(m.rfind(name + ":", 0), 0u) << "message does not start with the file name: " << m;
+Parsed parse_exact(const uint8_t* p, size_t n, const std::string& name, const GgufLimits& lim = {}) {
+  return testing_malformed::parse_exact<GgufFile>(p, n, name, lim);
 }
 
 struct Case {
@@ -529,11 +504,6 @@ TEST(GgufMalformedBase, FloatAsIntSaturates) {
 
 // ---- truncations and mutations of a GgufWriter file ----
 
-std::vector<uint8_t> read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
 // A small valid file: metadata of several types incl. arrays (strings, floats, nested), and four
 // tensors (Q4_0, Q8_0, F16, F32). The last tensor is 32 bytes, so the file ends exactly at the
 // end of its data: every proper prefix is then a truncated file.
@@ -662,27 +632,7 @@ TEST(GgufMalformedWriterFile, RandomMutationsNeverCrash) {
 // Seeds and crash regressions kept by the fuzzer (tests/fuzz/corpus): never crash, and any
 // failure is a one-line message.
 TEST(GgufMalformedCorpus, FuzzCorpusNeverCrashes) {
-  namespace fs = std::filesystem;
-  const fs::path root = fs::path(DUET_SOURCE_DIR) / "tests" / "fuzz" / "corpus";
-  int n = 0;
-  for (const char* sub : {"fuzz_gguf", "regression"}) {
-    if (!fs::is_directory(root / sub)) continue;
-    for (const auto& e : fs::directory_iterator(root / sub)) {
-      if (!e.is_regular_file()) continue;
-      std::vector<uint8_t> b = read_all(e.path().string());
-      auto r = parse_exact(b.data(), b.size(), e.path().filename().string());
-      if (r.is_ok()) {
-        exercise(r.file());
-      } else {
-        expect_one_line_error(r.status(), e.path().filename().string());
-      }
-      if (std::string(sub) == "fuzz_gguf") {
-        EXPECT_TRUE(r.is_ok()) << "seed " << e.path() << ": " << r.status().message();
-      }
-      ++n;
-    }
-  }
-  EXPECT_GT(n, 0) << "no corpus under " << root;
+  testing_malformed::replay_fuzz_corpus<GgufFile>("fuzz_gguf", GgufLimits{}, [](auto& f) { exercise(f); });
 }
 
 }  // namespace

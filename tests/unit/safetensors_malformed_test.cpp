@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "formats/safetensors.h"
+#include "malformed_input.h"
 
 namespace duet {
 namespace {
@@ -53,38 +54,12 @@ std::string with_b(const std::string& b_entry) {
          "}";
 }
 
-struct Parsed {
-  std::unique_ptr<uint8_t[]> buf;
-  Result<std::unique_ptr<SafetensorsModel>> r;
-  bool is_ok() const { return r.is_ok(); }
-  const Status& status() const { return r.status(); }
-  SafetensorsModel& model() { return *r.value(); }
-};
+using testing_malformed::expect_one_line_error;
+using testing_malformed::read_all;
+using Parsed = testing_malformed::ParsedCopy<SafetensorsModel>;
 
-// Parses a private heap copy of exactly the given bytes, so that AddressSanitizer sees any
-// over-read; the copy lives as long as the result that points into it.
-Parsed parse_exact(const uint8_t* p, size_t n, const std::string& name,
-                   const SafetensorsLimits& lim = {}) {
-  std::unique_ptr<uint8_t[]> copy(new uint8_t[n ? n : 1]);
-  if (n) std::memcpy(copy.get(), p, n);
-  auto r = SafetensorsModel::parse(copy.get(), n, name, lim);
-  if (r.is_ok()) {
-    for (const auto& t : (*r)->tensors()) {
-      EXPECT_GE(t.data, copy.get());
-      EXPECT_LE(t.data + t.n_bytes, copy.get() + n);
-    }
-  }
-  return Parsed{std::move(copy), std::move(r)};
-}
-
-void expect_one_line_error(const Status& st, const std::string& name) {
-  EXPECT_FALSE(st.is_ok());
-  const std::string& m = st.message();
-  EXPECT_FALSE(m.empty());
-  EXPECT_EQ(m.find('\n'), std::string::npos) << m;
-  EXPECT_EQ(m.find('\r'), std::string::npos) << m;
-  EXPECT_LT(m.size(), 600u) << m;
-  EXPECT_EQ(m.rfind(name + ":", 0), 0u) << "message does not start with the file name: " << m;
+Parsed parse_exact(const uint8_t* p, size_t n, const std::string& name, const SafetensorsLimits& lim = {}) {
+  return testing_malformed::parse_exact<SafetensorsModel>(p, n, name, lim);
 }
 
 struct Case {
@@ -279,17 +254,12 @@ TEST(SafetensorsMalformedBase, BaseHeaderParses) {
   std::vector<uint8_t> b = st_file(base_header(), 24);
   auto r = parse_exact(b.data(), b.size(), "base.safetensors");
   ASSERT_TRUE(r.is_ok());
-  EXPECT_EQ(r.model().tensors().size(), 2u);
-  EXPECT_EQ(r.model().metadata().at("format"), "pt");
-  EXPECT_EQ(r.model().find("b")->n_bytes, 8u);
+  EXPECT_EQ(r.file().tensors().size(), 2u);
+  EXPECT_EQ(r.file().metadata().at("format"), "pt");
+  EXPECT_EQ(r.file().find("b")->n_bytes, 8u);
 }
 
 // ---- truncations and mutations of a SafetensorsWriter file ----
-
-std::vector<uint8_t> read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
 
 Status write_model(const std::string& path) {
   SafetensorsWriter w;
@@ -321,7 +291,7 @@ TEST(SafetensorsMalformedWriterFile, EveryTruncationFailsCleanly) {
   std::vector<uint8_t> full = writer_file();
   auto ok = parse_exact(full.data(), full.size(), "full.safetensors");
   ASSERT_TRUE(ok.is_ok()) << ok.status().message();
-  ASSERT_EQ(ok.model().tensors().size(), 4u);
+  ASSERT_EQ(ok.file().tensors().size(), 4u);
   for (size_t n = 0; n < full.size(); ++n) {
     auto r = parse_exact(full.data(), n, "prefix.safetensors");
     ASSERT_FALSE(r.is_ok()) << "prefix of " << n << " of " << full.size() << " bytes parsed";
@@ -365,7 +335,7 @@ TEST(SafetensorsMalformedWriterFile, RandomMutationsNeverCrash) {
     auto r = parse_exact(m.data(), m.size(), "mutant.safetensors");
     if (r.is_ok()) {
       ++n_ok;
-      exercise(r.model());
+      exercise(r.file());
     } else {
       ++n_err;
       expect_one_line_error(r.status(), "mutant.safetensors");
@@ -453,27 +423,7 @@ TEST(SafetensorsMalformedIndex, UnsafeOrBrokenIndexFails) {
 // Seeds and crash regressions kept by the fuzzer (tests/fuzz/corpus): never crash, and any
 // failure is a one-line message.
 TEST(SafetensorsMalformedCorpus, FuzzCorpusNeverCrashes) {
-  namespace fs = std::filesystem;
-  const fs::path root = fs::path(DUET_SOURCE_DIR) / "tests" / "fuzz" / "corpus";
-  int n = 0;
-  for (const char* sub : {"fuzz_safetensors", "regression"}) {
-    if (!fs::is_directory(root / sub)) continue;
-    for (const auto& e : fs::directory_iterator(root / sub)) {
-      if (!e.is_regular_file()) continue;
-      std::vector<uint8_t> b = read_all(e.path().string());
-      auto r = parse_exact(b.data(), b.size(), e.path().filename().string());
-      if (r.is_ok()) {
-        exercise(r.model());
-      } else {
-        expect_one_line_error(r.status(), e.path().filename().string());
-      }
-      if (std::string(sub) == "fuzz_safetensors") {
-        EXPECT_TRUE(r.is_ok()) << "seed " << e.path() << ": " << r.status().message();
-      }
-      ++n;
-    }
-  }
-  EXPECT_GT(n, 0) << "no corpus under " << root;
+  testing_malformed::replay_fuzz_corpus<SafetensorsModel>("fuzz_safetensors", SafetensorsLimits{}, [](auto& f) { exercise(f); });
 }
 
 }  // namespace
