@@ -13,6 +13,7 @@
 # Usage: scripts/gpu-check.sh [--bin DIR] [--work DIR] [--out DIR] [stage ...]   (default: all)
 set -uo pipefail
 cd "$(dirname "$0")/.."
+source scripts/gpu-lib.sh
 bin=""
 work=/tmp/duet-gpu
 out=${OUT:-/tmp/duet-gpu-out}
@@ -89,21 +90,13 @@ fi
 if want bench; then
   echo "== duet bench (qwen2-7b shapes, random weights)"
   : >"$out/bench.jsonl"
-  b() {  # label file extra-args...
-    local label=$1 f=$2; shift 2
-    [ -e "$work/$f" ] || { echo "missing $work/$f"; return; }
-    "$duet" bench -m "$work/$f" -p 512 -n 128 -r 3 --json "$@" 2>>"$out/bench.err" |
-      python3 -c "import json,sys; j=json.load(sys.stdin); j['label']='$label'; j['pp']=512; print(json.dumps(j))" >>"$out/bench.jsonl"
-    "$duet" bench -m "$work/$f" -p 2048 -n 0 -r 2 --json "$@" 2>>"$out/bench.err" |
-      python3 -c "import json,sys; j=json.load(sys.stdin); j['label']='$label'; print(json.dumps(j))" >>"$out/bench.jsonl"
-  }
-  b "Q4_K_M" q7-q4km.gguf -b 1,8,32
-  b "Q8_0" q7-q8.gguf
-  b "BF16" q7-bf16.gguf -b 1,32
-  b "FP8 weight-only" q7-fp8ch --fp8 weight-only
-  b "FP8 native" q7-fp8ch --fp8 native
-  DUET_KERNELS=generic b "Q4_K_M generic" q7-q4km.gguf
-  DUET_CUDA_NO_FUSE=1 b "Q4_K_M unfused qkv/gate-up" q7-q4km.gguf
+  bench_file "Q4_K_M" q7-q4km.gguf -b 1,8,32
+  bench_file "Q8_0" q7-q8.gguf
+  bench_file "BF16" q7-bf16.gguf -b 1,32
+  bench_file "FP8 weight-only" q7-fp8ch --fp8 weight-only
+  bench_file "FP8 native" q7-fp8ch --fp8 native
+  DUET_KERNELS=generic bench_file "Q4_K_M generic" q7-q4km.gguf
+  DUET_CUDA_NO_FUSE=1 bench_file "Q4_K_M unfused qkv/gate-up" q7-q4km.gguf
   for f in q7-q4km.gguf q7-bf16.gguf; do  # where decode time goes, op by op (eager)
     DUET_CUDA_PROFILE=1 "$duet" bench -m "$work/$f" -p 0 -n 32 -r 1 2>>"$out/bench.err" | tee "$out/profile-$f.txt"
   done

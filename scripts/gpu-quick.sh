@@ -13,6 +13,7 @@
 # Usage: scripts/gpu-quick.sh BUNDLE.tar.xz OUT [WORK]
 set -uo pipefail
 cd "$(dirname "$0")/.."
+source scripts/gpu-lib.sh
 bundle=$1
 out=$2
 work=${3:-/tmp/duet-gpu}
@@ -76,18 +77,10 @@ fi
 if [ "${BENCH:-1}" = 1 ]; then
 echo "== duet bench"
 : >"$out/bench.jsonl"
-b() {  # label file extra-args...
-  local label=$1 f=$2; shift 2
-  [ -e "$work/$f" ] || { echo "missing $work/$f"; return; }
-  "$duet" bench -m "$work/$f" -p 512 -n 128 -r 3 --json "$@" 2>>"$out/bench.err" |
-    python3 -c "import json,sys; j=json.load(sys.stdin); j['label']='$label'; j['pp']=512; print(json.dumps(j))" >>"$out/bench.jsonl"
-  "$duet" bench -m "$work/$f" -p 2048 -n 0 -r 2 --json "$@" 2>>"$out/bench.err" |
-    python3 -c "import json,sys; j=json.load(sys.stdin); j['label']='$label'; print(json.dumps(j))" >>"$out/bench.jsonl"
-}
-b "Q4_K_M" q7-q4km.gguf -b 1,32
-b "BF16" q7-bf16.gguf
-b "FP8 weight-only" q7-fp8ch --fp8 weight-only
-b "FP8 native" q7-fp8ch --fp8 native
+bench_file "Q4_K_M" q7-q4km.gguf -b 1,32
+bench_file "BF16" q7-bf16.gguf
+bench_file "FP8 weight-only" q7-fp8ch --fp8 weight-only
+bench_file "FP8 native" q7-fp8ch --fp8 native
 tail -5 "$out/bench.err"
 for f in q7-q4km.gguf q7-bf16.gguf; do  # where decode time goes, op by op (eager)
   DUET_CUDA_PROFILE=1 "$duet" bench -m "$work/$f" -p 0 -n 16 -r 1 2>>"$out/bench.err" >"$out/profile-$f.txt"

@@ -127,6 +127,9 @@ struct CudaModel::Impl {
   // DUET_CUDA_PROFILE=1: every forward runs eagerly with an event after each op; the time
   // between consecutive events is added to that op's total (profile_report()).
   bool profile = false;
+  // forward()'s per-batch host scratch, kept between calls (no allocation per decode step).
+  std::vector<int32_t> seq_begin, seq_count;
+  std::vector<std::pair<int, int>> output_runs;
   std::vector<cudaEvent_t> events;
   std::vector<const char*> event_names;
   size_t n_marks = 0;
@@ -521,7 +524,10 @@ Status CudaModel::forward(const ForwardBatch& b, float* logits_out) {
   const int n_out = static_cast<int>(b.output_rows.size());
 
   // The GPU kernels take each sequence's tokens as one run of consecutive positions.
-  std::vector<int32_t> begin(n_seqs, -1), count(n_seqs, 0);
+  std::vector<int32_t>& begin = m.seq_begin;
+  std::vector<int32_t>& count = m.seq_count;
+  begin.assign(n_seqs, -1);
+  count.assign(n_seqs, 0);
   for (int t = 0; t < n; ++t) {
     const int sq = b.seq_ids[t];
     if (begin[sq] < 0) {
@@ -538,7 +544,8 @@ Status CudaModel::forward(const ForwardBatch& b, float* logits_out) {
   for (int t = 0; t < n; ++t) max_kv_len = std::max(max_kv_len, b.positions[t] + 1);
 
   // Output rows as contiguous runs (one norm launch per run).
-  std::vector<std::pair<int, int>> runs;
+  std::vector<std::pair<int, int>>& runs = m.output_runs;
+  runs.clear();
   for (int i = 0; i < n_out; ++i) {
     const int r = b.output_rows[i];
     if (!runs.empty() && runs.back().first + runs.back().second == r) ++runs.back().second;

@@ -123,7 +123,9 @@ constexpr int kMaxHeads = 8;
 // decode kernel does not apply (F32 caches, head_dim 256, groups > 16).
 template <int D, typename T>
 __global__ void __launch_bounds__(kDecWarps * 32, D == 256 ? 3 : 4) attention_decode_kernel(AttnArgs a) {
-  detail::pdl_trigger();  // launched programmatically in decode chains (launch_attention's pdl)
+  // Lets the next kernel (the o product's quantizer, launched programmatically on sm_90) start
+  // while this one finishes; the wait is a no-op for this normally launched kernel.
+  detail::pdl_trigger();
   detail::pdl_wait();
   constexpr int kDpl = D / 32;             // V dims per lane
   constexpr int kVec = 16 / sizeof(T);     // K elements per 16-byte load
@@ -322,7 +324,9 @@ struct DtShape {
 // so the loads of tile i+1 overlap the math of tile i, and fewer block barriers per tile.
 template <int D>
 __global__ void __launch_bounds__(kDtThreads) attention_decode_tc_kernel(AttnArgs a) {
-  detail::pdl_trigger();  // launched programmatically in decode chains (launch_attention's pdl)
+  // Lets the next kernel (the o product's quantizer, launched programmatically on sm_90) start
+  // while this one finishes; the wait is a no-op for this normally launched kernel.
+  detail::pdl_trigger();
   detail::pdl_wait();
   namespace wmma = nvcuda::wmma;
   using S = DtShape<D>;
@@ -480,7 +484,9 @@ __global__ void __launch_bounds__(kDtThreads) attention_decode_tc_kernel(AttnArg
 // over the token's splits (tokens with one split were written by the decode kernel). Reads
 // (head_dim + 2) floats per split: negligible next to the K/V bytes.
 __global__ void attention_merge_kernel(AttnArgs a, int head_dim) {
-  detail::pdl_trigger();  // launched programmatically in decode chains (launch_attention's pdl)
+  // Lets the next kernel (the o product's quantizer, launched programmatically on sm_90) start
+  // while this one finishes; the wait is a no-op for this normally launched kernel.
+  detail::pdl_trigger();
   detail::pdl_wait();
   const int t = blockIdx.x, head = blockIdx.y, d = threadIdx.x;
   if (a.only_single && a.seq_n_tokens[a.seq_ids[t]] != 1) return;
@@ -1328,7 +1334,7 @@ void launch_prompt(const AttnArgs& a, int n_seqs, int max_seq_tokens, cudaStream
 }
 
 template <int D, typename T>
-void launch_by_dim(const AttnArgs& a, int n_tokens, int n_seqs, int max_seq_tokens, int splits, bool mma, bool pdl,
+void launch_by_dim(const AttnArgs& a, int n_tokens, int n_seqs, int max_seq_tokens, int splits, bool mma,
                    cudaStream_t stream) {
   if (max_seq_tokens > 1) {
     // F16 caches: the mma.sync kernel where `mma` (sm_80+, see use_mma_prompt), else at head_dim
@@ -1355,14 +1361,16 @@ void launch_by_dim(const AttnArgs& a, int n_tokens, int n_seqs, int max_seq_toke
                                              static_cast<int>(S::kSmemBytes)));
         opted_in.fetch_or(bit, std::memory_order_release);
       }
-      detail::launch_maybe_pdl(attention_decode_tc_kernel<D>, dim3(n_tokens, a.n_kv_heads, splits), dim3(kDtThreads),
-                               S::kSmemBytes, stream, pdl, a);
+      attention_decode_tc_kernel<D><<<dim3(n_tokens, a.n_kv_heads, splits), kDtThreads, S::kSmemBytes, stream>>>(a);
     }
   } else {
-    detail::launch_maybe_pdl(attention_decode_kernel<D, T>, dim3(n_tokens, a.n_heads / a.hb, splits),
-                             dim3(kDecWarps * 32), 0, stream, pdl, a);
+    attention_decode_kernel<D, T><<<dim3(n_tokens, a.n_heads / a.hb, splits), kDecWarps * 32, 0, stream>>>(a);
   }
-  if (splits > 1) detail::launch_maybe_pdl(attention_merge_kernel, dim3(n_tokens, a.n_heads), dim3(D), 0, stream, pdl, a, D);
+  DUET_CUDA_CHECK_LAUNCH();
+  if (splits > 1) {
+    attention_merge_kernel<<<dim3(n_tokens, a.n_heads), D, 0, stream>>>(a, D);
+    DUET_CUDA_CHECK_LAUNCH();
+  }
 }
 
 }  // namespace
@@ -1374,7 +1382,7 @@ size_t attention_scratch_bytes(int n_tokens, int n_heads, int head_dim, int max_
 }
 
 void launch_attention(const PagedKvCache& kv, const AttentionBatch& batch, const float* q, int64_t ldq, int n_heads,
-                      float scale, int sliding_window, float* out, int64_t ldo, cudaStream_t stream, bool pdl) {
+                      float scale, int sliding_window, float* out, int64_t ldo, cudaStream_t stream) {
   if (batch.n_tokens <= 0) return;
   const int D = kv.head_dim;
   DUET_CHECK_MSG(D == 64 || D == 128 || D == 256, "attention head_dim %d not in {64, 128, 256}", D);
@@ -1437,14 +1445,14 @@ void launch_attention(const PagedKvCache& kv, const AttentionBatch& batch, const
   const bool mma_prompt = use_mma_prompt();
   const bool mma = f16 && mst > 1 && mma_prompt;
   if (D == 64) {
-    if (f16) launch_by_dim<64, __half>(a, nt, ns, mst, splits, mma, pdl, stream);
-    else launch_by_dim<64, float>(a, nt, ns, mst, splits, mma, pdl, stream);
+    if (f16) launch_by_dim<64, __half>(a, nt, ns, mst, splits, mma, stream);
+    else launch_by_dim<64, float>(a, nt, ns, mst, splits, mma, stream);
   } else if (D == 128) {
-    if (f16) launch_by_dim<128, __half>(a, nt, ns, mst, splits, mma, pdl, stream);
-    else launch_by_dim<128, float>(a, nt, ns, mst, splits, mma, pdl, stream);
+    if (f16) launch_by_dim<128, __half>(a, nt, ns, mst, splits, mma, stream);
+    else launch_by_dim<128, float>(a, nt, ns, mst, splits, mma, stream);
   } else {
-    if (f16) launch_by_dim<256, __half>(a, nt, ns, mst, splits, mma, pdl, stream);
-    else launch_by_dim<256, float>(a, nt, ns, mst, splits, mma, pdl, stream);
+    if (f16) launch_by_dim<256, __half>(a, nt, ns, mst, splits, mma, stream);
+    else launch_by_dim<256, float>(a, nt, ns, mst, splits, mma, stream);
   }
 }
 

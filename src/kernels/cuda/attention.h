@@ -69,9 +69,7 @@ size_t attention_scratch_bytes(int n_tokens, int n_heads, int head_dim, int max_
 // keys j of token t, for query head h (kv head h / (n_heads / n_kv_heads)). q: float32 rows of
 // n_heads * head_dim at q + t * ldq (already roped and pre-scaled where the model does that).
 // sliding_window: 0 for full attention. The token's own K/V must already be written.
-// pdl: launch the decode kernels programmatically (sm_90 decode chains; they wait for their
-// producer with griddepcontrol.wait).
 void launch_attention(const PagedKvCache& kv, const AttentionBatch& batch, const float* q, int64_t ldq, int n_heads,
-                      float scale, int sliding_window, float* out, int64_t ldo, cudaStream_t stream, bool pdl = false);
+                      float scale, int sliding_window, float* out, int64_t ldo, cudaStream_t stream);
 
 }  // namespace duet::cuda

@@ -411,14 +411,13 @@ __device__ __forceinline__ void fma_word4(float (&acc)[R][NT], const float (&v)[
 // float4 load touch 16 lines and bounded the kernel by L1 wavefronts at ~40% of HBM bandwidth.
 // W: row_bytes % 16 == 0, zero padding; one scale per row or per column block (block_cols %
 // 16 == 0 or >= n_cols, as matvec_float_kernel); xs [n][kpad] float (kpad % 4 == 0); y float
-// [n][ldy]. kHw: hardware E4M3 -> F16 conversion (sm_89+, native path); otherwise the bit
-// arithmetic of quant::fp8x4_to_float (sm_70). Every weight is exact in F16 and the products
-// and sums are float32, so the error is float accumulation only (the float types' 1e-5 bound).
-// Bound: memory at n = 1, goal >= 80% of HBM bandwidth with kHw. Measured on the H200 (launcher
-// defaults): 39/43/47/74% at 3584x3584 / 18944x3584 / 3584x18944 / 152064x3584 (legacy kernel
-// 28/36/37/41%); the software conversion is within 1-5 points, so conversion is no longer the
-// limit: the shorter matrices lose fixed per-call time (ramp-up, partial last wave) as above.
-template <int NT, int R, int U, bool kHw>
+// [n][ldy]. E4M3 decoded by the bit arithmetic of quant::fp8x4_to_float on every card (on the
+// H200 it beat the hardware cvt here: 3584x18944 47.2% of HBM bandwidth against 32.7%). Every
+// weight is exact in F16 and the products and sums are float32, so the error is float
+// accumulation only (the float types' 1e-5 bound). Bound: memory at n = 1. Measured on the H200
+// (2026-11-30): 40/-/47/-% at 3584x3584 / 18944x3584 / 3584x18944 / 152064x3584 (the larger two
+// take matvec_fp8_smem_kernel); the shorter matrices lose fixed per-call time.
+template <int NT, int R, int U>
 __global__ void __launch_bounds__(kThreads) matvec_fp8_kernel(DeviceMatrix w, const float* __restrict__ xs,
                                                               int64_t kpad, int n, float* __restrict__ y,
                                                               int64_t ldy, bool accumulate) {
@@ -457,8 +456,7 @@ __global__ void __launch_bounds__(kThreads) matvec_fp8_kernel(DeviceMatrix w, co
           float v[R][4], sc[R];
 #pragma unroll
           for (int r = 0; r < R; ++r) {
-            if constexpr (kHw) quant::fp8x4_to_float_hw(raw[u][r], v[r]);
-            else quant::fp8x4_to_float(raw[u][r], v[r]);
+            quant::fp8x4_to_float(raw[u][r], v[r]);
             sc[r] = 1.f;
           }
           if (chunk_scales) {  // 32-bit division: columns < 2^31
@@ -477,7 +475,7 @@ __global__ void __launch_bounds__(kThreads) matvec_fp8_kernel(DeviceMatrix w, co
     }
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      const float rs = (chunk_scales ? 1.f : __ldg(srow[r])) * (kHw ? 1.f : quant::kFp8Unscale);
+      const float rs = (chunk_scales ? 1.f : __ldg(srow[r])) * quant::kFp8Unscale;
 #pragma unroll
       for (int t = 0; t < NT; ++t) acc[r][t] *= rs;
     }
@@ -749,26 +747,25 @@ int fp8_variant(int64_t n_rows, int n) {
 }
 
 template <int NT, int R, int U>
-void launch_fp8(const DeviceMatrix& w, const float* xs, int64_t kpad, int n, float* y, int64_t ldy, bool hw,
-                bool accumulate, bool pdl, cudaStream_t s) {
+void launch_fp8(const DeviceMatrix& w, const float* xs, int64_t kpad, int n, float* y, int64_t ldy, bool accumulate,
+                bool pdl, cudaStream_t s) {
   const int64_t groups = (w.n_rows + R - 1) / R;
   const int tpr = threads_per_group(w.n_rows, groups, static_cast<int64_t>(w.row_bytes / 4));
   const dim3 block(tpr, kThreads / tpr);
   const dim3 grid(static_cast<unsigned>((groups + block.y - 1) / block.y));
-  if (hw) detail::launch_maybe_pdl(matvec_fp8_kernel<NT, R, U, true>, grid, block, 0, s, pdl, w, xs, kpad, n, y, ldy, accumulate);
-  else detail::launch_maybe_pdl(matvec_fp8_kernel<NT, R, U, false>, grid, block, 0, s, pdl, w, xs, kpad, n, y, ldy, accumulate);
+  detail::launch_maybe_pdl(matvec_fp8_kernel<NT, R, U>, grid, block, 0, s, pdl, w, xs, kpad, n, y, ldy, accumulate);
 }
 
-void matvec_fp8(const DeviceMatrix& w, const float* xs, int64_t kpad, int n, float* y, int64_t ldy, bool hw,
-                bool accumulate, bool pdl, cudaStream_t s) {
+void matvec_fp8(const DeviceMatrix& w, const float* xs, int64_t kpad, int n, float* y, int64_t ldy, bool accumulate,
+                bool pdl, cudaStream_t s) {
   const int var = fp8_variant(w.n_rows, n);
   dispatch_nt(n, [&](auto nt) {
     constexpr int NT = decltype(nt)::value;
     switch (var) {
-      case 0: return launch_fp8<NT, 1, 8>(w, xs, kpad, n, y, ldy, hw, accumulate, pdl, s);
-      case 1: return launch_fp8<NT, 2, 4>(w, xs, kpad, n, y, ldy, hw, accumulate, pdl, s);
-      case 2: return launch_fp8<NT, 2, 8>(w, xs, kpad, n, y, ldy, hw, accumulate, pdl, s);
-      default: return launch_fp8<NT, 4, 4>(w, xs, kpad, n, y, ldy, hw, accumulate, pdl, s);
+      case 0: return launch_fp8<NT, 1, 8>(w, xs, kpad, n, y, ldy, accumulate, pdl, s);
+      case 1: return launch_fp8<NT, 2, 4>(w, xs, kpad, n, y, ldy, accumulate, pdl, s);
+      case 2: return launch_fp8<NT, 2, 8>(w, xs, kpad, n, y, ldy, accumulate, pdl, s);
+      default: return launch_fp8<NT, 4, 4>(w, xs, kpad, n, y, ldy, accumulate, pdl, s);
     }
   });
   DUET_CUDA_CHECK_LAUNCH();
@@ -901,7 +898,7 @@ void launch_matvec_float(const DeviceMatrix& w, const float* xs, int64_t kpad, i
       // the H200 the cvt.rn.f16x2.e4m3x2 form measured slower there (3584 x 18944: 32.7% of HBM
       // bandwidth against 47.2%; 3584 x 3584: 28.4% against 39.6%), the staged kernel faster
       // with it (152064 x 3584: 93.8% against 86.0%).
-      if (smem == 0) return matvec_fp8(w, xs, kpad, n, y, ldy, false, accumulate, pdl, s);
+      if (smem == 0) return matvec_fp8(w, xs, kpad, n, y, ldy, accumulate, pdl, s);
       dispatch_nt(n, [&](auto nt) {
         constexpr int NT = decltype(nt)::value;
         if (fp8_hw) launch_fp8_smem<NT, true>(w, xs, kpad, n, y, ldy, accumulate, pdl, smem, s);
