@@ -9,8 +9,12 @@
 // sm_70 kernels, which DUET_KERNELS=generic or DUET_ATTN_WMMA=1 select in a real run), so prompt
 // rows at head_dim 64/128/256, GQA, windows, ragged sequences and prompts continuing a cache go
 // through each (DUET_ATTN_MMA_VARIANT=w4b2 or w8b1 runs everything through the mma kernel's other
-// block shapes; attention.cu). Then a benchmark printout (not pass/fail): decode K/V bandwidth and
-// prompt TFLOP/s of both prompt paths. Needs a CUDA device.
+// block shapes; attention.cu). ShortContextSplits runs decode rows of 1..300 keys (one and 32
+// sequences, exact and graph-padded grid bounds) through the short splits, and
+// GraphReplayLongerContext replays a captured decode launch at longer contexts than at capture
+// (DUET_ATTN_SPLIT_SHORT=0 runs both through the previous split policy). Then a benchmark
+// printout (not pass/fail): decode K/V bandwidth (short contexts too, with a graph's grid bound)
+// and prompt TFLOP/s of both prompt paths. Needs a CUDA device.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -216,10 +220,13 @@ struct DeviceProblem {
   PagedKvCache kv;
   AttentionBatch batch;
   int qd;
-  explicit DeviceProblem(const Problem& p)
+  // grid_kv_len: the batch's max_kv_len bound (0: the problem's own); a larger one sizes the grid
+  // and scratch as a captured decode graph does (for the longest context the cache allows).
+  explicit DeviceProblem(const Problem& p, int grid_kv_len = 0)
       : k(p.kcache), v(p.vcache), q(p.q), out(p.q.size()), pos(p.positions), seq(p.seq_ids), tab(p.tables),
         tb(p.tok_begin), tn(p.tok_n),
-        scratch(std::max<size_t>(1, attention_scratch_bytes(p.n_tokens, p.c.n_heads, p.c.head_dim, p.max_kv_len))) {
+        scratch(std::max<size_t>(1, attention_scratch_bytes(p.n_tokens, p.c.n_heads, p.c.head_dim,
+                                                             std::max(grid_kv_len, p.max_kv_len)))) {
     kv = PagedKvCache{p.c.dtype, k.p, v.p, p.c.block_size, p.c.n_kv_heads, p.c.head_dim};
     batch.n_tokens = p.n_tokens;
     batch.n_seqs = static_cast<int>(p.c.seqs.size());
@@ -228,7 +235,7 @@ struct DeviceProblem {
     batch.block_tables = tab.p;
     batch.max_blocks = p.max_blocks;
     batch.max_seq_tokens = p.max_seq_tokens;
-    batch.max_kv_len = p.max_kv_len;
+    batch.max_kv_len = std::max(grid_kv_len, p.max_kv_len);
     batch.seq_token_begin = tb.p;
     batch.seq_n_tokens = tn.p;
     batch.scratch = scratch.p;
@@ -255,6 +262,36 @@ std::vector<AttentionPromptPath> prompt_paths() {
   if (attention_prompt_path() == AttentionPromptPath::kMma) paths.push_back(AttentionPromptPath::kMma);
   paths.push_back(AttentionPromptPath::kGeneric);
   return paths;
+}
+
+// Largest errors of a launch against both references, and the count of elements out of bounds
+// (the bounds are explained above ParityTable). path: the prompt path the launch ran.
+struct Errors {
+  double gd = 0, td = 0, cd = 0, gc = 0;  // fp32 rows vs f64, tensor-core rows vs f64, cpu vs f64, gpu vs cpu
+  int64_t bad = 0;
+};
+
+Errors compare(const Problem& p, const std::vector<float>& got, const std::vector<float>& refd,
+               const std::vector<float>& refc, AttentionPromptPath path) {
+  const Case& c = p.c;
+  Errors e;
+  const double bound_gc = c.dtype == DType::kF16 ? 1e-2 : 2e-4;
+  const size_t row = static_cast<size_t>(c.n_heads) * c.head_dim;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const int t = static_cast<int>(i / row);
+    const bool prompt_row = p.tok_n[p.seq_ids[t]] > 1;
+    // Tensor-core rows: F16 caches at head_dim <= 128 (both paths, prompt and decode), and
+    // every F16 prompt row on the mma path.
+    const bool tc = c.dtype == DType::kF16 && (c.head_dim <= 128 || (prompt_row && path == AttentionPromptPath::kMma));
+    const double gd = std::fabs(static_cast<double>(got[i]) - refd[i]);
+    const double cd = std::fabs(static_cast<double>(refc[i]) - refd[i]);
+    const double gc = std::fabs(static_cast<double>(got[i]) - refc[i]);
+    if (!(gd <= (tc ? 1e-2 : 2e-4)) || !(gc <= bound_gc)) ++e.bad;  // NaN counts as bad
+    (tc ? e.td : e.gd) = std::max(tc ? e.td : e.gd, gd);
+    e.cd = std::max(e.cd, cd);
+    e.gc = std::max(e.gc, gc);
+  }
+  return e;
 }
 
 // Bounds. FP32 rows (the SIMT kernels: F32 caches, head_dim 256) vs double: FP32
@@ -304,32 +341,129 @@ TEST_F(GpuAttention, ParityTable) {
       set_attention_prompt_path(path);
       DeviceProblem dp(p);
       dp.launch(p, scale);
-      const std::vector<float> got = dp.out.get();
-      double e_gd = 0, e_td = 0, e_cd = 0, e_gc = 0;
-      int64_t bad = 0;
-      const double bound_gc = c.dtype == F16 ? 1e-2 : 2e-4;
-      const size_t row = static_cast<size_t>(c.n_heads) * c.head_dim;
-      for (size_t i = 0; i < got.size(); ++i) {
-        const int t = static_cast<int>(i / row);
-        const bool prompt_row = p.tok_n[p.seq_ids[t]] > 1;
-        // Tensor-core rows: F16 caches at head_dim <= 128 (both paths, prompt and decode), and
-        // every F16 prompt row on the mma path.
-        const bool tc = c.dtype == F16 && (c.head_dim <= 128 || (prompt_row && path == AttentionPromptPath::kMma));
-        const double gd = std::fabs(static_cast<double>(got[i]) - refd[i]);
-        const double cd = std::fabs(static_cast<double>(refc[i]) - refd[i]);
-        const double gc = std::fabs(static_cast<double>(got[i]) - refc[i]);
-        if (!(gd <= (tc ? 1e-2 : 2e-4)) || !(gc <= bound_gc)) ++bad;  // NaN counts as bad
-        (tc ? e_td : e_gd) = std::max(tc ? e_td : e_gd, gd);
-        e_cd = std::max(e_cd, cd);
-        e_gc = std::max(e_gc, gc);
-      }
+      const Errors e = compare(p, dp.out.get(), refd, refc, path);
       std::printf("  %-30s %-7s %6d %6d  %.3e  %.3e  %.3e  %.3e  %s\n", c.name, path_name(path), p.n_tokens,
-                  p.max_kv_len, e_gd, e_td, e_cd, e_gc, bad ? "FAIL" : "ok");
-      EXPECT_EQ(bad, 0) << c.name << " (" << path_name(path) << " prompt path): max |gpu - f64| " << e_gd
-                        << " (tc rows " << e_td << "), max |gpu - cpu| " << e_gc;
+                  p.max_kv_len, e.gd, e.td, e.cd, e.gc, e.bad ? "FAIL" : "ok");
+      EXPECT_EQ(e.bad, 0) << c.name << " (" << path_name(path) << " prompt path): max |gpu - f64| " << e.gd
+                          << " (tc rows " << e.td << "), max |gpu - cpu| " << e.gc;
     }
   }
   set_attention_prompt_path(AttentionPromptPath::kAuto);
+}
+
+// A problem whose batch tokens sit `back` positions earlier (each >= 0): the same cache, a
+// shorter context, as an earlier decode step of the same sequences saw it.
+Problem earlier(const Problem& p, int back) {
+  Problem e = p;
+  e.max_kv_len = 0;
+  for (int32_t& pos : e.positions) {
+    pos = std::max(0, pos - back);
+    e.max_kv_len = std::max(e.max_kv_len, pos + 1);
+  }
+  return e;
+}
+
+// Decode rows at short contexts (1..300 keys: one or a few 32-key short splits, the split edges
+// 31/32/33, 63/64/65, 255/256/257), one sequence (the smallest grids, the most short splits) and
+// 32 sequences, with the grid bound exact and padded to 4096 / 32768 keys as a captured decode
+// graph pads it; GQA 28/4 at head_dim 128 and 64 (tensor-core kernel), 16/8 at 256 and an F32
+// cache (SIMT kernel), a sliding window. Same bounds as ParityTable.
+TEST_F(GpuAttention, ShortContextSplits) {
+  const DType F16 = DType::kF16, F32 = DType::kF32;
+  struct Geometry {
+    const char* name;
+    int n_heads, n_kv_heads, head_dim, block_size;
+    DType dtype;
+    int window;
+  };
+  const Geometry geoms[] = {
+      {"g7 d128", 28, 4, 128, 16, F16, 0},  {"g4 d64", 32, 8, 64, 16, F16, 0},
+      {"g2 d256", 16, 8, 256, 16, F16, 0},  {"g7 d128 F32 bs7", 28, 4, 128, 7, F32, 0},
+      {"g7 d128 window 100", 28, 4, 128, 16, F16, 100},
+  };
+  const int singles[] = {1, 2, 31, 32, 33, 63, 64, 65, 100, 128, 129, 200, 255, 256, 257, 300};
+  const int bounds[] = {0, 4096, 32768};
+  int seed = 300;
+  int64_t total_bad = 0;
+  for (const Geometry& g : geoms) {
+    std::vector<std::vector<Seq>> batches;
+    for (const int n : singles) batches.push_back({{n - 1, 1}});
+    std::vector<Seq> many;
+    for (int s = 0; s < 32; ++s) many.push_back({(s * 37 + 5) % 300, 1});  // 32 contexts of 6..300 keys
+    batches.push_back(many);
+    for (const std::vector<Seq>& seqs : batches) {
+      const Case c{g.name, g.n_heads, g.n_kv_heads, g.head_dim, g.block_size, g.dtype, g.window, seqs};
+      const Problem p = make_problem(c, seed++);
+      const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+      const std::vector<float> refd = reference_double(p, scale), refc = reference_cpu(p, scale);
+      for (const int bound : bounds) {
+        DeviceProblem dp(p, bound);
+        dp.launch(p, scale);
+        const Errors e = compare(p, dp.out.get(), refd, refc, AttentionPromptPath::kGeneric);
+        if (e.bad || seqs.size() > 1 || p.max_kv_len == 128 || p.max_kv_len == 300)
+          std::printf("  short %-20s %2zu seqs maxkv %4d bound %5d: f64 %.3e tc %.3e cpu %.3e  %s\n", g.name,
+                      seqs.size(), p.max_kv_len, dp.batch.max_kv_len, e.gd, e.td, e.gc, e.bad ? "FAIL" : "ok");
+        EXPECT_EQ(e.bad, 0) << g.name << ", " << seqs.size() << " seqs, max_kv_len " << p.max_kv_len << ", grid bound "
+                            << dp.batch.max_kv_len;
+        total_bad += e.bad;
+      }
+    }
+  }
+  std::printf("  short-context splits: %s\n", total_bad ? "FAIL" : "ok");
+}
+
+// A decode launch captured in a CUDA graph with the grid sized for 4096 keys (as the runner
+// captures decode steps), replayed first with the contexts of capture time, then with every
+// context grown (positions rewritten in place, as the runner's upload does): each replay must
+// match the references at its own contexts, so per-token split lengths follow the context on
+// the device. One sequence (28/4, head_dim 128 and 64) and 32 sequences.
+TEST_F(GpuAttention, GraphReplayLongerContext) {
+  struct G {
+    const char* name;
+    int n_heads, n_kv_heads, head_dim;
+    std::vector<Seq> seqs;
+  };
+  std::vector<Seq> s32;
+  for (int s = 0; s < 32; ++s) s32.push_back({200 + 19 * s, 1});  // 201..790 keys
+  const G gs[] = {
+      {"1 seq g7 d128", 28, 4, 128, {{1500, 1}}},
+      {"1 seq g4 d64", 32, 8, 64, {{700, 1}}},
+      {"32 seqs g7 d128", 28, 4, 128, s32},
+  };
+  int seed = 500;
+  for (const G& g : gs) {
+    const Case c{g.name, g.n_heads, g.n_kv_heads, g.head_dim, 16, DType::kF16, 0, g.seqs};
+    const Problem full = make_problem(c, seed++);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+    // Capture-time contexts: 1, 100 and 190 keys shorter (down to 1 key), then the full ones.
+    const Problem steps[] = {earlier(full, 1400), earlier(full, 100), earlier(full, 0)};
+    DeviceProblem dp(steps[0], 4096);
+    dp.launch(steps[0], scale);  // eager first: one-time device queries stay out of the capture
+    DUET_CUDA_CHECK(cudaDeviceSynchronize());
+    cudaStream_t s;
+    DUET_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    DUET_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    dp.launch(steps[0], scale, s);
+    DUET_CUDA_CHECK(cudaStreamEndCapture(s, &graph));
+    DUET_CUDA_CHECK(cudaGraphInstantiateWithFlags(&exec, graph, 0));
+    for (const Problem& st : steps) {
+      DUET_CUDA_CHECK(cudaMemcpyAsync(dp.pos.p, st.positions.data(), st.positions.size() * sizeof(int32_t),
+                                      cudaMemcpyHostToDevice, s));
+      DUET_CUDA_CHECK(cudaMemsetAsync(dp.out.p, 0xff, dp.out.n * sizeof(float), s));
+      DUET_CUDA_CHECK(cudaGraphLaunch(exec, s));
+      DUET_CUDA_CHECK(cudaStreamSynchronize(s));
+      const Errors e = compare(st, dp.out.get(), reference_double(st, scale), reference_cpu(st, scale),
+                               AttentionPromptPath::kGeneric);
+      std::printf("  graph replay %-16s maxkv %4d (captured at %4d, grid bound 4096): tc %.3e cpu %.3e  %s\n",
+                  g.name, st.max_kv_len, steps[0].max_kv_len, e.td, e.gc, e.bad ? "FAIL" : "ok");
+      EXPECT_EQ(e.bad, 0) << g.name << " replayed at max_kv_len " << st.max_kv_len;
+    }
+    DUET_CUDA_CHECK(cudaGraphExecDestroy(exec));
+    DUET_CUDA_CHECK(cudaGraphDestroy(graph));
+    DUET_CUDA_CHECK(cudaStreamDestroy(s));
+  }
 }
 
 // KV written by launch_kv_write then read by launch_attention in one stream, as the forward does
@@ -442,9 +576,14 @@ TEST_F(GpuAttention, Benchmark) {
   struct B {
     const char* name;
     Case c;
+    int grid_kv_len = 0;  // the grid bound, as DeviceProblem (4096: a captured decode graph's)
   };
-  std::vector<Seq> s32(32, Seq{1023, 1}), s32l(32, Seq{4095, 1});
+  std::vector<Seq> s32(32, Seq{1023, 1}), s32l(32, Seq{4095, 1}), s32s(32, Seq{127, 1});
   const B decodes[] = {
+      {"decode 1 x 128 keys", {"", 28, 4, 128, 16, DType::kF16, 0, {{127, 1}}}},
+      {"decode 1 x 128 keys, bound 4096", {"", 28, 4, 128, 16, DType::kF16, 0, {{127, 1}}}, 4096},
+      {"decode 32 x 128 keys, bound 4096", {"", 28, 4, 128, 16, DType::kF16, 0, s32s}, 4096},
+      {"decode 1 x 4096 keys", {"", 28, 4, 128, 16, DType::kF16, 0, {{4095, 1}}}},
       {"decode 32 x 1024 keys", {"", 28, 4, 128, 16, DType::kF16, 0, s32}},
       {"decode 32 x 4096 keys", {"", 28, 4, 128, 16, DType::kF16, 0, s32l}},
       {"decode 32 x 1024 keys d64 g4", {"", 32, 8, 64, 16, DType::kF16, 0, s32}},
@@ -453,7 +592,7 @@ TEST_F(GpuAttention, Benchmark) {
   };
   for (const B& b : decodes) {
     const Problem p = bench_problem(b.c);
-    DeviceProblem dp(p);
+    DeviceProblem dp(p, b.grid_kv_len);
     const double ms = time_ms(dp, p, scale, 50);
     double bytes = 0;
     for (const Seq& s : b.c.seqs) bytes += 2.0 * (s.n_ctx + s.n_new) * b.c.n_kv_heads * b.c.head_dim * 2;  // K and V, F16

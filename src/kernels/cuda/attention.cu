@@ -11,6 +11,20 @@
 //     are read once per group, the context optionally split over several blocks; tensor cores
 //     (group <= 16, F16, head_dim <= 128) or FP32 SIMT;
 //   - merge: combines the split partial results (scratch from AttentionBatch::scratch).
+// Short splits (DUET_ATTN_SPLIT_SHORT; "0" restores the previous split policy and plain merge
+// launch, read once; the tile-load batching below stays either way): decode splits used to start
+// at 256 keys per piece, so one sequence at ~128 keys (qwen2-7b: 28/4 heads, head_dim 128) ran on
+// 4 blocks, 4 of 132 H200 SMs, measured at 7.2 us per layer (ncu). Now small
+// grids (n_tokens x n_heads < 1024) also cut each token's keys on the device into up to
+// 1024 / (n_tokens x n_heads) pieces of >= 32 keys (split_plan, token_split_len): that token gets
+// 4 pieces of 32 keys = 16 blocks of one tile each. The grid is still sized from host bounds only
+// (graph-capturable; a replay at a longer context re-cuts the keys on the device). The merge is
+// launched programmatically on sm_90 (DUET_ATTN_MERGE_PDL=0 turns only that off), so its launch
+// overlaps the decode kernel. The tensor-core decode kernel also issues all K/V loads of a tile
+// before storing them and fetches the next tile's block-table entries early. Predicted, not yet
+// measured: <= 3 us for that decode kernel; 32 sequences at ~128 keys keep today's grid (no short
+// pieces at 896 rows); long contexts keep today's pieces or get shorter ones when short splits
+// give more (e.g. one sequence at 4096 keys: 32 pieces of 128 keys instead of 16 of 256).
 // The tensor-core kernels round q and the softmax weights to F16 (as the CPU reference and
 // llama.cpp do); the SIMT kernels keep them in F32 (F32 caches are for exact checks).
 // The launcher picks by batch shape: max_seq_tokens <= 1 runs decode only; otherwise the prompt
@@ -36,12 +50,52 @@ namespace {
 constexpr int kMaxSplits = 128;
 constexpr int kSplitMinKeys = 256;         // below this a split is not worth its merge
 constexpr int64_t kSplitTargetRows = 8192;  // (token, head, split) rows that fill an H200 well
+// Short splits (DUET_ATTN_SPLIT_SHORT, on unless "0"): see split_plan.
+constexpr int kShortMinKeys = 32;            // the smallest short split (one warp's key tile)
+constexpr int64_t kShortTargetRows = 1024;   // (token, head, split) rows wanted from short splits
 
 int decode_splits(int n_tokens, int n_heads, int max_kv_len) {
   const int64_t by_keys = detail::ceil_div(std::max(max_kv_len, 1), kSplitMinKeys);
   const int64_t rows = std::max<int64_t>(1, static_cast<int64_t>(n_tokens) * n_heads);
   const int64_t by_rows = std::max<int64_t>(1, kSplitTargetRows / rows);
   return static_cast<int>(std::clamp<int64_t>(std::min(by_keys, by_rows), 1, kMaxSplits));
+}
+
+// DUET_ATTN_SPLIT_SHORT=0 restores the split policy without short splits and the plain merge
+// launch (read once per process; A/B knob).
+bool split_short_enabled() {
+  static const bool v = [] {
+    const char* e = std::getenv("DUET_ATTN_SPLIT_SHORT");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  return v;
+}
+
+// How the decode grid splits contexts. `grid`: blocks along z (and the partials' stride), from
+// host bounds only, so a captured graph keeps it while contexts grow up to max_kv_len.
+// `short_splits`: 0, or the number of pieces a token's keys are cut into on the device (token_split_len): at
+// least kShortMinKeys keys each, never longer than the long-context split of split_len keys.
+// Today's policy (decode_splits) only splits at >= 256 keys per piece, so one sequence at 128
+// keys ran on n_kv_heads blocks (4 of 132 SMs at qwen2-7b); short splits aim at
+// kShortTargetRows (token, head, piece) rows, e.g. 36 pieces for one token x 28 heads, 2 for 16
+// tokens, none from 32 tokens x 28 heads up (those grids already fill the GPU).
+struct SplitPlan {
+  int grid = 1;
+  int short_splits = 0;
+};
+
+SplitPlan split_plan(int n_tokens, int n_heads, int max_kv_len) {
+  SplitPlan sp;
+  sp.grid = decode_splits(n_tokens, n_heads, max_kv_len);
+  if (!split_short_enabled()) return sp;
+  const int64_t rows = std::max<int64_t>(1, static_cast<int64_t>(n_tokens) * n_heads);
+  const int64_t want = std::clamp<int64_t>(kShortTargetRows / rows, 1, kMaxSplits);
+  if (want <= 1) return sp;
+  sp.short_splits = static_cast<int>(want);
+  // A token of n <= max_kv_len keys gets at most min(want, ceil(n / kShortMinKeys)) short pieces.
+  const int64_t by_keys = detail::ceil_div(std::max(max_kv_len, 1), kShortMinKeys);
+  sp.grid = std::max<int>(sp.grid, static_cast<int>(std::min(want, by_keys)));
+  return sp;
 }
 
 struct AttnArgs {
@@ -65,10 +119,24 @@ struct AttnArgs {
   int window;  // 0: full attention
   float* out;
   int64_t ldo;
-  float* part;     // decode partials: [n_tokens][n_heads][max_splits][head_dim + 2] (o, m, l)
-  int max_splits;  // the partials' stride
-  int split_len;   // keys per split (multiple of 32)
+  float* part;       // decode partials: [n_tokens][n_heads][max_splits][head_dim + 2] (o, m, l)
+  int max_splits;    // the partials' stride and the grid's z extent
+  int split_len;     // keys per long-context split (multiple of 32)
+  int short_splits;  // 0, or SplitPlan::short_splits (token_split_len)
 };
+
+// Keys per split of a token with n_keys allowed keys (a multiple of 32): split_len, or with short
+// splits the shorter of split_len and n_keys cut into short_splits pieces of >= kShortMinKeys.
+// Either way ceil(n_keys / result) <= max_splits (see split_plan). Decode and merge kernels both
+// derive a token's pieces from this, so they agree without host knowledge of the context.
+__device__ __forceinline__ int token_split_len(const AttnArgs& a, int n_keys) {
+  int len = a.split_len;
+  if (a.short_splits > 0) {
+    const int piece = ((n_keys + a.short_splits - 1) / a.short_splits + 31) & ~31;
+    len = min(len, max(kShortMinKeys, piece));
+  }
+  return len;
+}
 
 __device__ __forceinline__ int window_begin(int pos, int window) { return window > 0 ? max(0, pos - window + 1) : 0; }
 
@@ -111,7 +179,8 @@ constexpr int kDecWarps = 4;
 constexpr int kMaxHeads = 8;
 
 // Grid (n_tokens, n_heads / hb, splits), 128 threads. Block = one token, hb query heads sharing
-// KV head kvh, keys [k0, k1) of the token's allowed range (split `blockIdx.z` of split_len keys).
+// KV head kvh, keys [k0, k1) of the token's allowed range (split `blockIdx.z` of token_split_len
+// keys).
 // Warp w takes 32-key tiles w, w+4, ...: lane j scores key j against the hb query heads (its K
 // row read with 16-byte loads, q broadcast from shared memory), the warp updates per-head
 // online-softmax state, then lanes split head_dim for the weighted sum of V rows. Warps are
@@ -144,10 +213,11 @@ __global__ void __launch_bounds__(kDecWarps * 32, D == 256 ? 3 : 4) attention_de
   const int pos = a.positions[t];
   const int kb = window_begin(pos, a.window), ke = pos + 1;
   const int split = blockIdx.z;
-  const int k0 = kb + split * a.split_len;
+  const int split_len = token_split_len(a, ke - kb);
+  const int k0 = kb + split * split_len;
   if (k0 >= ke) return;
-  const int k1 = min(ke, k0 + a.split_len);
-  const int n_splits = (ke - kb + a.split_len - 1) / a.split_len;
+  const int k1 = min(ke, k0 + split_len);
+  const int n_splits = (ke - kb + split_len - 1) / split_len;
   const int hb = a.hb, h0 = blockIdx.y * hb, kvh = h0 / a.group;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
 
@@ -313,8 +383,9 @@ struct DtShape {
 
 // Grid (n_tokens, n_kv_heads, splits), 128 threads. Block = one token, the `group` query heads of
 // KV head blockIdx.y as the 16 rows of WMMA tiles (rows >= group are zero padding), keys [k0, k1)
-// of split blockIdx.z in 64-key tiles. Per tile all threads load K and V together (16-byte loads,
-// 32 KB in flight per block at head_dim 128, so the kernel is bandwidth- not latency-bound), warp w
+// of split blockIdx.z (token_split_len keys each) in 64-key tiles. Per tile all threads load K
+// and V together (16-byte loads, all issued before the first is stored, 32 KB in flight per block
+// at head_dim 128, so the kernel is bandwidth- not latency-bound), warp w
 // computes scores of keys 16 w.. on tensor cores, 8 threads per row run the online softmax (F16
 // weights, F32 statistics), the F32 output rows in shared memory are rescaled, and warps add P V
 // for their 16-column slices of head_dim. Output or split partials as attention_decode_kernel.
@@ -322,8 +393,10 @@ struct DtShape {
 // on an H200 (head_dim 128, group 7): 1.44 TB/s at 32 x 1024 keys, 1.59 TB/s at 32 x 4096, 1.11
 // TB/s at 1 x 32768 (26-37% of 4.3 TB/s). Next steps: double-buffered tiles (cp.async on sm_80+)
 // so the loads of tile i+1 overlap the math of tile i, and fewer block barriers per tile.
+// Launch bounds cap registers at 128 for 4 blocks per SM (what the shared memory allows): the
+// batched tile loads would otherwise take 165 at head_dim 128; ptxas spills 4 bytes.
 template <int D>
-__global__ void __launch_bounds__(kDtThreads) attention_decode_tc_kernel(AttnArgs a) {
+__global__ void __launch_bounds__(kDtThreads, 4) attention_decode_tc_kernel(AttnArgs a) {
   // Lets the next kernel (the o product's quantizer, launched programmatically on sm_90) start
   // while this one finishes; the wait is a no-op for this normally launched kernel.
   detail::pdl_trigger();
@@ -346,12 +419,24 @@ __global__ void __launch_bounds__(kDtThreads) attention_decode_tc_kernel(AttnArg
   const int pos = a.positions[t];
   const int kb = window_begin(pos, a.window), ke = pos + 1;
   const int split = blockIdx.z;
-  const int k0 = kb + split * a.split_len;
+  const int split_len = token_split_len(a, ke - kb);
+  const int k0 = kb + split * split_len;
   if (k0 >= ke) return;
-  const int k1 = min(ke, k0 + a.split_len);
-  const int n_splits = (ke - kb + a.split_len - 1) / a.split_len;
+  const int k1 = min(ke, k0 + split_len);
+  const int n_splits = (ke - kb + split_len - 1) / split_len;
   const int kvh = blockIdx.y, group = a.group, h0 = kvh * group;
   const int tid = threadIdx.x, warp = tid >> 5;
+  const int32_t* table = a.block_tables + static_cast<int64_t>(seq) * a.max_blocks;
+  // Element offset of key tile0 + tid in the cache (threads < kDtKeys), -1 past the split. The
+  // next tile's offsets are fetched while the current tile loads, and the first tile's before q
+  // is read, so the block-table reads do not add a memory round trip per tile.
+  auto tile_key_offset = [&](int tile0) -> int64_t {
+    const int p = tile0 + tid;
+    if (tid >= kDtKeys || p >= k1) return -1;
+    const int32_t blk = table[p / a.kv_block_size];
+    return ((static_cast<int64_t>(blk) * a.n_kv_heads + kvh) * a.kv_block_size + p % a.kv_block_size) * D;
+  };
+  int64_t next_off = tile_key_offset(k0);
 
   for (int i = tid; i < 16 * (D / 4); i += kDtThreads) {
     const int r = i / (D / 4), c4 = i - r * (D / 4);
@@ -362,35 +447,41 @@ __global__ void __launch_bounds__(kDtThreads) attention_decode_tc_kernel(AttnArg
     dst[1] = __floats2half2_rn(v.z * a.scale, v.w * a.scale);
   }
   for (int i = tid; i < 16 * S::kORow; i += kDtThreads) os[i] = 0.0f;
-  const int32_t* table = a.block_tables + static_cast<int64_t>(seq) * a.max_blocks;
   const __half* kc = static_cast<const __half*>(a.k);
   const __half* vc = static_cast<const __half*>(a.v);
   const int my_row = tid >> 3, my_part = tid & 7;  // softmax: 8 threads per row, 8 columns each
   float m = -INFINITY, l = 0.0f;
 
   for (int tile0 = k0; tile0 < k1; tile0 += kDtKeys) {
-    if (tid < kDtKeys) {
-      const int p = tile0 + tid;
-      int64_t o = -1;
-      if (p < k1) {
-        const int32_t blk = table[p / a.kv_block_size];
-        o = ((static_cast<int64_t>(blk) * a.n_kv_heads + kvh) * a.kv_block_size + p % a.kv_block_size) * D;
-      }
-      koff[tid] = o;
-    }
+    if (tid < kDtKeys) koff[tid] = next_off;
     __syncthreads();
     {
+      // Every load of the tile issued before the first store (kIters x 2 16-byte loads per
+      // thread, 64 registers at head_dim 128): one memory round trip per tile, not one per
+      // iteration of a rolled loop. Keys past the split are zero-filled without a load.
       constexpr int kChunks = D / 8;
-      for (int i = tid; i < kDtKeys * kChunks; i += kDtThreads) {
+      constexpr int kIters = kDtKeys * kChunks / kDtThreads;
+      static_assert(kDtKeys * kChunks % kDtThreads == 0, "whole iterations");
+      uint4 kv4[kIters], vv4[kIters];
+#pragma unroll
+      for (int it = 0; it < kIters; ++it) {
+        const int i = tid + it * kDtThreads;
         const int c = i / kChunks, c8 = i - c * kChunks;
         const int64_t o = koff[c];
-        uint4 kv4 = make_uint4(0, 0, 0, 0), vv4 = make_uint4(0, 0, 0, 0);
+        kv4[it] = make_uint4(0, 0, 0, 0);
+        vv4[it] = make_uint4(0, 0, 0, 0);
         if (o >= 0) {
-          kv4 = __ldg(reinterpret_cast<const uint4*>(kc + o) + c8);
-          vv4 = __ldg(reinterpret_cast<const uint4*>(vc + o) + c8);
+          kv4[it] = __ldg(reinterpret_cast<const uint4*>(kc + o) + c8);
+          vv4[it] = __ldg(reinterpret_cast<const uint4*>(vc + o) + c8);
         }
-        *reinterpret_cast<uint4*>(&ks[c * S::kRow + 8 * c8]) = kv4;
-        *reinterpret_cast<uint4*>(&vs[c * S::kRow + 8 * c8]) = vv4;
+      }
+      next_off = tile_key_offset(tile0 + kDtKeys);  // in flight with the K/V loads
+#pragma unroll
+      for (int it = 0; it < kIters; ++it) {
+        const int i = tid + it * kDtThreads;
+        const int c = i / kChunks, c8 = i - c * kChunks;
+        *reinterpret_cast<uint4*>(&ks[c * S::kRow + 8 * c8]) = kv4[it];
+        *reinterpret_cast<uint4*>(&vs[c * S::kRow + 8 * c8]) = vv4[it];
       }
     }
     __syncthreads();
@@ -481,7 +572,8 @@ __global__ void __launch_bounds__(kDtThreads) attention_decode_tc_kernel(AttnArg
 }
 
 // Grid (n_tokens, n_heads), head_dim threads: out = sum_s o_s e^(m_s - M) / sum_s l_s e^(m_s - M)
-// over the token's splits (tokens with one split were written by the decode kernel). Reads
+// over the token's splits (tokens with one split were written by the decode kernel). May be
+// launched programmatically right after the decode kernel: pdl_wait precedes every read. Reads
 // (head_dim + 2) floats per split: negligible next to the K/V bytes.
 __global__ void attention_merge_kernel(AttnArgs a, int head_dim) {
   // Lets the next kernel (the o product's quantizer, launched programmatically on sm_90) start
@@ -492,7 +584,8 @@ __global__ void attention_merge_kernel(AttnArgs a, int head_dim) {
   if (a.only_single && a.seq_n_tokens[a.seq_ids[t]] != 1) return;
   const int pos = a.positions[t];
   const int n_keys = pos + 1 - window_begin(pos, a.window);
-  const int n_splits = (n_keys + a.split_len - 1) / a.split_len;
+  const int split_len = token_split_len(a, n_keys);
+  const int n_splits = (n_keys + split_len - 1) / split_len;
   if (n_splits <= 1) return;
   const float* pp = a.part + (static_cast<int64_t>(t) * a.n_heads + head) * a.max_splits * (head_dim + 2);
   float mx = -INFINITY;
@@ -1335,7 +1428,7 @@ void launch_prompt(const AttnArgs& a, int n_seqs, int max_seq_tokens, cudaStream
 
 template <int D, typename T>
 void launch_by_dim(const AttnArgs& a, int n_tokens, int n_seqs, int max_seq_tokens, int splits, bool mma,
-                   cudaStream_t stream) {
+                   bool merge_pdl, cudaStream_t stream) {
   if (max_seq_tokens > 1) {
     // F16 caches: the mma.sync kernel where `mma` (sm_80+, see use_mma_prompt), else at head_dim
     // <= 128 the WMMA kernel (sm_70; its shared memory fits a V100); F32 caches (exact checks)
@@ -1368,15 +1461,47 @@ void launch_by_dim(const AttnArgs& a, int n_tokens, int n_seqs, int max_seq_toke
   }
   DUET_CUDA_CHECK_LAUNCH();
   if (splits > 1) {
-    attention_merge_kernel<<<dim3(n_tokens, a.n_heads), D, 0, stream>>>(a, D);
+    // Programmatic (merge_pdl): the merge blocks are scheduled while the decode blocks run and
+    // wait in pdl_wait for their partials, so the merge costs its own run, not a launch gap.
+    detail::launch_maybe_pdl(attention_merge_kernel, dim3(n_tokens, a.n_heads), dim3(D), 0, stream, merge_pdl, a, D);
     DUET_CUDA_CHECK_LAUNCH();
   }
+}
+
+// Whether the merge may be launched programmatically on the current device: compute capability
+// >= 9.0 and the merge kernel's code built for it (its pdl_wait is compiled only for sm_90+).
+// Queried once per device on its first launch (outside graph capture), like device_has_mma_prompt.
+bool device_has_merge_pdl() {
+  static std::atomic<uint64_t> known{0}, ok{0};
+  int dev = 0;
+  DUET_CUDA_CHECK(cudaGetDevice(&dev));
+  const uint64_t bit = uint64_t{1} << (dev & 63);
+  if (!(known.load(std::memory_order_acquire) & bit)) {
+    int major = 0;
+    DUET_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    cudaFuncAttributes fa{};
+    DUET_CUDA_CHECK(cudaFuncGetAttributes(&fa, attention_merge_kernel));
+    if (major >= 9 && fa.ptxVersion >= 90) ok.fetch_or(bit, std::memory_order_release);
+    known.fetch_or(bit, std::memory_order_release);
+  }
+  return ok.load(std::memory_order_acquire) & bit;
+}
+
+// The merge launch is programmatic where the device allows it, short splits are on, and
+// DUET_ATTN_MERGE_PDL is not "0" (read once per process; A/B knob).
+bool use_merge_pdl() {
+  static const bool env_off = [] {
+    const char* e = std::getenv("DUET_ATTN_MERGE_PDL");
+    return e && std::strcmp(e, "0") == 0;
+  }();
+  if (!split_short_enabled() || env_off) return false;
+  return device_has_merge_pdl();
 }
 
 }  // namespace
 
 size_t attention_scratch_bytes(int n_tokens, int n_heads, int head_dim, int max_kv_len) {
-  const int splits = decode_splits(n_tokens, n_heads, max_kv_len);
+  const int splits = split_plan(n_tokens, n_heads, max_kv_len).grid;
   if (splits <= 1) return 0;
   return sizeof(float) * static_cast<size_t>(n_tokens) * n_heads * splits * (head_dim + 2);
 }
@@ -1403,9 +1528,13 @@ void launch_attention(const PagedKvCache& kv, const AttentionBatch& batch, const
       hb = c;
       break;
     }
-  const int splits = decode_splits(batch.n_tokens, n_heads, batch.max_kv_len);
+  // The long-context split length comes from today's split count (decode_splits), not the
+  // grid's: short splits only ever cut a token's keys finer (token_split_len).
+  const SplitPlan plan = split_plan(batch.n_tokens, n_heads, batch.max_kv_len);
+  const int splits = plan.grid;
+  const int long_splits = decode_splits(batch.n_tokens, n_heads, batch.max_kv_len);
   const int eff_keys = sliding_window > 0 ? std::min(batch.max_kv_len, sliding_window) : batch.max_kv_len;
-  const int split_len = static_cast<int>(detail::ceil_div(detail::ceil_div(eff_keys, splits), 32) * 32);
+  const int split_len = static_cast<int>(detail::ceil_div(detail::ceil_div(eff_keys, long_splits), 32) * 32);
   const size_t need = attention_scratch_bytes(batch.n_tokens, n_heads, D, batch.max_kv_len);
   DUET_CHECK_MSG(need == 0 || (batch.scratch && batch.scratch_bytes >= need),
                  "attention scratch: %zu bytes given, %zu needed", batch.scratch_bytes, need);
@@ -1437,6 +1566,7 @@ void launch_attention(const PagedKvCache& kv, const AttentionBatch& batch, const
   a.part = static_cast<float*>(batch.scratch);
   a.max_splits = splits;
   a.split_len = split_len;
+  a.short_splits = plan.short_splits;
 
   const bool f16 = kv.dtype == DType::kF16;
   const int nt = batch.n_tokens, ns = batch.n_seqs, mst = batch.max_seq_tokens;
@@ -1444,15 +1574,16 @@ void launch_attention(const PagedKvCache& kv, const AttentionBatch& batch, const
   // eager launch rather than inside a captured decode graph.
   const bool mma_prompt = use_mma_prompt();
   const bool mma = f16 && mst > 1 && mma_prompt;
+  const bool merge_pdl = use_merge_pdl();  // also on every launch, for the same reason
   if (D == 64) {
-    if (f16) launch_by_dim<64, __half>(a, nt, ns, mst, splits, mma, stream);
-    else launch_by_dim<64, float>(a, nt, ns, mst, splits, mma, stream);
+    if (f16) launch_by_dim<64, __half>(a, nt, ns, mst, splits, mma, merge_pdl, stream);
+    else launch_by_dim<64, float>(a, nt, ns, mst, splits, mma, merge_pdl, stream);
   } else if (D == 128) {
-    if (f16) launch_by_dim<128, __half>(a, nt, ns, mst, splits, mma, stream);
-    else launch_by_dim<128, float>(a, nt, ns, mst, splits, mma, stream);
+    if (f16) launch_by_dim<128, __half>(a, nt, ns, mst, splits, mma, merge_pdl, stream);
+    else launch_by_dim<128, float>(a, nt, ns, mst, splits, mma, merge_pdl, stream);
   } else {
-    if (f16) launch_by_dim<256, __half>(a, nt, ns, mst, splits, mma, stream);
-    else launch_by_dim<256, float>(a, nt, ns, mst, splits, mma, stream);
+    if (f16) launch_by_dim<256, __half>(a, nt, ns, mst, splits, mma, merge_pdl, stream);
+    else launch_by_dim<256, float>(a, nt, ns, mst, splits, mma, merge_pdl, stream);
   }
 }
 
