@@ -5,7 +5,9 @@
 #      whole-model parity), each log into OUT;
 #   2. `duet synth` qwen2-7b files (Q4_K_M, BF16, FP8 per-channel; random weights) in WORK;
 #   3. `duet bench` on them (tg128, pp512, pp2048; decode steps of 1 and 32 sequences for Q4_K_M),
-#      an eager per-op profile of one Q4_K_M and one BF16 decode, FP8 weight-only and native;
+#      an eager per-op profile of one Q4_K_M and one BF16 decode, FP8 weight-only and native
+#      (BENCH_SET picks files, AB_ENV repeats them under a knob setting, PROFILE_PROMPT=1 adds
+#      eager per-op profiles of a 2048-token FP8 native and BF16 prompt);
 #   4. llama.cpp on the same Q4_K_M and BF16 files (LLAMA_FILES) when LLAMA_TAR names a packed llama_cpp package
 #      (the CUDA build of llama-cpp-python, see scripts/ref/llamacpp_gpu_bench.py), same run;
 #   5. whole-model parity of the qwen2-7b Q4_K_M file against duet's CPU backend (PARITY=0 skips).
@@ -77,16 +79,34 @@ fi
 if [ "${BENCH:-1}" = 1 ]; then
 echo "== duet bench"
 : >"$out/bench.jsonl"
-bench_file "Q4_K_M" q7-q4km.gguf -b 1,32
-bench_file "BF16" q7-bf16.gguf
-bench_file "FP8 weight-only" q7-fp8ch --fp8 weight-only
-bench_file "FP8 native" q7-fp8ch --fp8 native
+# BENCH_SET: which of q4km bf16 fp8wo fp8nat to bench (default all four); AB_ENV="VAR=value ...":
+# each of them again with those environment settings (a knob A/B in the same run, labelled).
+bench_set() {
+  local sfx=$1
+  for b in ${BENCH_SET:-q4km bf16 fp8wo fp8nat}; do
+    case $b in
+      q4km) bench_file "Q4_K_M$sfx" q7-q4km.gguf -b 1,32 ;;
+      bf16) bench_file "BF16$sfx" q7-bf16.gguf ;;
+      fp8wo) bench_file "FP8 weight-only$sfx" q7-fp8ch --fp8 weight-only ;;
+      fp8nat) bench_file "FP8 native$sfx" q7-fp8ch --fp8 native ;;
+    esac
+  done
+}
+bench_set ""
+if [ -n "${AB_ENV:-}" ]; then
+  (export $AB_ENV; bench_set " [$AB_ENV]")
+fi
 tail -5 "$out/bench.err"
 for f in q7-q4km.gguf q7-bf16.gguf; do  # where decode time goes, op by op (eager)
   DUET_CUDA_PROFILE=1 "$duet" bench -m "$work/$f" -p 0 -n 16 -r 1 2>>"$out/bench.err" >"$out/profile-$f.txt"
 done
 # ... and in decode steps of 32 sequences (eager)
 DUET_CUDA_PROFILE=1 "$duet" bench -m "$work/q7-q4km.gguf" -p 0 -n 0 -b 32 -r 1 2>>"$out/bench.err" >"$out/profile32-q7-q4km.txt"
+if [ "${PROFILE_PROMPT:-0}" = 1 ]; then  # where a 2048-token prompt's time goes (eager), FP8 native vs BF16
+  DUET_CUDA_PROFILE=1 "$duet" bench -m "$work/q7-fp8ch" -p 2048 -n 0 -r 1 --fp8 native 2>>"$out/bench.err" >"$out/profile-pp-fp8nat.txt"
+  DUET_CUDA_PROFILE=1 "$duet" bench -m "$work/q7-bf16.gguf" -p 2048 -n 0 -r 1 2>>"$out/bench.err" >"$out/profile-pp-bf16.txt"
+  DUET_CUDA_PROFILE=1 "$duet" bench -m "$work/q7-fp8ch" -p 0 -n 16 -r 1 --fp8 native 2>>"$out/bench.err" >"$out/profile-tg-fp8nat.txt"
+fi
 fi
 if [ "${NCU:-0}" = 1 ] && command -v ncu >/dev/null; then  # hardware counters of the decode kernels, eager
   echo "== ncu: decode kernels of one Q4_K_M and one FP8 step"

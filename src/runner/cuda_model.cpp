@@ -31,15 +31,49 @@ DeviceBuffer upload_floats(const std::vector<float>& v) {
 }
 
 // Rows of several matrices of one type and width stacked into one host matrix (the bytes are
-// copied from the mapping into `buf`, which must outlive the upload). Null when they differ in
-// type or width, or are FP8 (their scales would need merging too).
-std::optional<WeightMatrix> stack_rows(std::initializer_list<const WeightMatrix*> ms, std::vector<uint8_t>* buf) {
+// copied from the mapping into `buf`, the FP8 scales into `sbuf`; both must outlive the upload).
+// FP8: per-tensor and per-channel scales become one scale per row (exact: the same float for
+// every row of a part); block scales stack when the parts share their block shape and every
+// part but the last ends on a block boundary. Null when they differ in type or width, or the
+// FP8 scales do not stack.
+std::optional<WeightMatrix> stack_rows(std::initializer_list<const WeightMatrix*> ms, std::vector<uint8_t>* buf,
+                                       std::vector<float>* sbuf) {
   const WeightMatrix& a = **ms.begin();
   int64_t rows = 0;
   for (const WeightMatrix* m : ms) {
-    if (m->dtype != a.dtype || m->n_cols != a.n_cols || m->row_bytes != a.row_bytes || m->dtype == DType::kF8_E4M3)
-      return std::nullopt;
+    if (m->dtype != a.dtype || m->n_cols != a.n_cols || m->row_bytes != a.row_bytes) return std::nullopt;
     rows += m->n_rows;
+  }
+  WeightMatrix w = a;
+  if (a.dtype == DType::kF8_E4M3) {
+    auto row_scaled = [](const WeightMatrix* m) {  // one scale per row or one for all
+      return m->fp8_scales != nullptr && m->fp8_block_cols >= m->n_cols &&
+             (m->fp8_block_rows == 1 || m->fp8_block_rows >= m->n_rows);
+    };
+    bool all_rows = true, same_blocks = true;
+    for (const WeightMatrix* m : ms) {
+      all_rows = all_rows && row_scaled(m);
+      same_blocks = same_blocks && m->fp8_scales != nullptr && m->fp8_block_rows == a.fp8_block_rows &&
+                    m->fp8_block_cols == a.fp8_block_cols && m->fp8_scale_cols == a.fp8_scale_cols;
+    }
+    sbuf->clear();
+    if (all_rows) {
+      for (const WeightMatrix* m : ms)
+        for (int64_t r = 0; r < m->n_rows; ++r) sbuf->push_back(m->fp8_scales[m->fp8_block_rows == 1 ? r : 0]);
+      w.fp8_block_rows = 1;
+      w.fp8_block_cols = a.n_cols;
+      w.fp8_scale_cols = 1;
+    } else if (same_blocks && a.fp8_block_rows > 0) {
+      size_t i = 0;
+      for (const WeightMatrix* m : ms) {
+        if (++i < ms.size() && m->n_rows % a.fp8_block_rows != 0) return std::nullopt;
+        const int64_t n = (m->n_rows + a.fp8_block_rows - 1) / a.fp8_block_rows * a.fp8_scale_cols;
+        sbuf->insert(sbuf->end(), m->fp8_scales, m->fp8_scales + n);
+      }
+    } else {
+      return std::nullopt;
+    }
+    w.fp8_scales = sbuf->data();
   }
   buf->resize(static_cast<size_t>(rows) * a.row_bytes);
   size_t off = 0;
@@ -47,7 +81,6 @@ std::optional<WeightMatrix> stack_rows(std::initializer_list<const WeightMatrix*
     std::memcpy(buf->data() + off, m->data, static_cast<size_t>(m->n_rows) * m->row_bytes);
     off += static_cast<size_t>(m->n_rows) * m->row_bytes;
   }
-  WeightMatrix w = a;
   w.data = buf->data();
   w.n_rows = rows;
   return w;
@@ -324,14 +357,25 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
   }
   mark("matmul gate+up");
   const bool down_q8 = mm->takes_q8(L.w_down.m, n);
-  if (down_q8) launch_gated_activation_q8(tr.act, gelu, gate_in, up_in, ldi, n, ff, q8.q, q8.m, pdl, s);
-  else launch_gated_activation_rows(tr.act, gelu, gate_in, up_in, ldi, n, ff, G, ff, s);
+  // Native FP8 prompts: the activation writes the E4M3 rows of the down product's input.
+  const bool down_fp8 = !down_q8 && ff <= kGatedFp8MaxCols && mm->takes_fp8_rows(L.w_down.m, n);
+  if (down_q8) {
+    launch_gated_activation_q8(tr.act, gelu, gate_in, up_in, ldi, n, ff, q8.q, q8.m, pdl, s);
+  } else if (down_fp8) {
+    const MatmulContext::Fp8RowsInput f8 = mm->fp8_rows_input(L.w_down.m);
+    launch_gated_activation_fp8_rows(tr.act, gelu, gate_in, up_in, ldi, n, ff, f8.q, f8.ld, f8.scales, s);
+  } else {
+    launch_gated_activation_rows(tr.act, gelu, gate_in, up_in, ldi, n, ff, G, ff, s);
+  }
   mark("activation");
   if (fuse_res) {
     product(L.w_down.m, down_q8, G, ff, X, d, true);  // x += down
     mark("matmul down");
   } else {
-    product(L.w_down.m, down_q8, G, ff, O, d, false);
+    if (!down_fp8 || !mm->matmul_fp8_rows(L.w_down.m, n, O, d, s)) {
+      if (down_fp8) launch_gated_activation_rows(tr.act, gelu, gate_in, up_in, ldi, n, ff, G, ff, s);
+      product(L.w_down.m, down_q8, G, ff, O, d, false);
+    }
     mark("matmul down");
     if (tr.post_norms) launch_rms_norm(O, d, fptr(L.post_ffn_norm), hp.rms_eps, d, n, O, d, s, pdl);
     launch_add(X, O, int64_t(n) * d, s);
@@ -465,9 +509,10 @@ Result<std::unique_ptr<CudaModel>> CudaModel::create(ModelWeights weights, const
     DeviceLayer& D = m.layers[il];
     // The q/k/v outputs are rows of one buffer either way (launch_qkv_rope_cache takes strides).
     std::vector<uint8_t> stacked;
+    std::vector<float> stacked_scales;
     std::optional<WeightMatrix> qkv, qk;
-    if (fuse) qkv = stack_rows({&L.wq, &L.wk, &L.wv}, &stacked);
-    if (fuse && !qkv) qk = stack_rows({&L.wq, &L.wk}, &stacked);
+    if (fuse) qkv = stack_rows({&L.wq, &L.wk, &L.wv}, &stacked, &stacked_scales);
+    if (fuse && !qkv) qk = stack_rows({&L.wq, &L.wk}, &stacked, &stacked_scales);
     if (qkv) {
       DUET_RETURN_IF_ERROR(up(*qkv, &D.wqkv));
       D.fused_qkv = true;
@@ -481,7 +526,7 @@ Result<std::unique_ptr<CudaModel>> CudaModel::create(ModelWeights weights, const
       DUET_RETURN_IF_ERROR(up(L.wv, &D.wv));
     }
     DUET_RETURN_IF_ERROR(up(L.wo, &D.wo));
-    std::optional<WeightMatrix> gu = fuse ? stack_rows({&L.w_gate, &L.w_up}, &stacked) : std::nullopt;
+    std::optional<WeightMatrix> gu = fuse ? stack_rows({&L.w_gate, &L.w_up}, &stacked, &stacked_scales) : std::nullopt;
     if (gu) {
       DUET_RETURN_IF_ERROR(up(*gu, &D.wgu));
       D.fused_gu = true;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kernels/cuda/matmul.h"
+#include "kernels/cuda/matvec_mma.h"
 #include "runtime/cuda_check.h"
 #include "runtime/device.h"
 #include "tensor/half.h"
@@ -163,14 +164,24 @@ struct Path {
 struct Tol {
   double norm, elem;
 };
-Tol tolerance(const Case& c, const Path& p, const DeviceInfo& dev, int n) {
+Tol tolerance(const Case& c, const Path& p, const DeviceInfo& dev, int n, MatmulContext::DecodeInput in) {
   const bool native = p.path == KernelPath::kNative;
   if (n <= 8) {
-    // Block-quantized weights: activations rounded to int8 per 32 values (step amax / 127): each
-    // term's error is at most amax / 254 / |x| relative, ~1% for Gaussian rows, rms 0.5%.
-    if (!is_float(c.dtype)) return {0.02, 0.02};
-    // Float weights: exact weights and activations, float32 accumulation only.
-    return {1e-5, 1e-5};
+    using In = MatmulContext::DecodeInput;
+    switch (in) {
+      // Block-quantized weights: activations rounded to int8 per 32 values (step amax / 127): each
+      // term's error is at most amax / 254 / |x| relative, ~1% for Gaussian rows, rms 0.5%.
+      case In::kInt8: return {0.02, 0.02};
+      // Tensor-core decode: exact weights (E4M3 is exact in F16), activations rounded to F16
+      // (2^-11 relative) or BF16 (2^-9), float32 accumulation: the prompt GEMMs' bounds.
+      case In::kF16: return {2e-3, 3e-3};
+      case In::kBf16: return {4e-3, 5e-3};
+      // Native FP8 decode: activations rounded to E4M3 (2^-4 relative at worst, scale per 64
+      // columns), as the native prompt path.
+      case In::kE4M3: return {0.05, 0.08};
+      // Float weights: exact weights and activations, float32 accumulation only.
+      case In::kFloat: return {1e-5, 1e-5};
+    }
   }
   if (c.dtype == DType::kF32) return native ? Tol{3e-3, 4e-3} : Tol{1e-5, 1e-5};  // TF32 rounds both to 2^-11
   if (c.dtype == DType::kBF16 && native && dev.use_bf16()) return {4e-3, 5e-3};  // x rounded to BF16: 2^-9
@@ -239,7 +250,7 @@ TEST_P(MatmulParity, MatchesCpuReference) {
             worst = std::max(worst, err / l1[t * rows + r]);
           }
         const double rel = std::sqrt(e2 / r2);
-        const Tol tol = tolerance(c, p, dev, n);
+        const Tol tol = tolerance(c, p, dev, n, ctx.decode_input(wr->m));
         std::printf("  %-12s %-18s %4lld x %-5lld n=%-4d norm %.2e (<= %.0e)  elem %.2e (<= %.0e)\n", c.name, p.name,
                     (long long)rows, (long long)cols, n, rel, tol.norm, worst, tol.elem);
         EXPECT_LE(rel, tol.norm) << c.name << " " << p.name << " " << rows << "x" << cols << " n=" << n;
@@ -271,6 +282,103 @@ TEST_P(MatmulParity, MatchesCpuReference) {
     cudaFree(dx);
     cudaFree(dy);
   }
+  cudaStreamDestroy(stream);
+}
+
+// The tensor-core decode kernel (kernels/cuda/matvec_mma.cu), every kind called directly
+// (MatmulContext picks one per device and mode; the parity table above covers that choice): one
+// and two m16 tiles per CTA (the 17000-row shape), rows not a multiple of 16, a row length that
+// is not a whole number of 4-piece chunks (1000 F16 columns: 125 pieces), the three FP8 scale
+// layouts, n = 1, 3, 8, plain and accumulating. Bounds as tolerance()'s decode rows.
+TEST(MatvecMma, EveryKindMatchesReference) {
+  fail_without_device();
+  auto dev_r = query_device(0);
+  ASSERT_TRUE(dev_r.is_ok()) << dev_r.status().message();
+  if (dev_r->sm < 80) GTEST_FAIL() << "the tensor-core decode kernel needs sm_80+; this test runs on such a card";
+  using K = kernels::MatvecMmaKind;
+  struct KindCase {
+    K kind;
+    Case c;
+    Tol tol;
+    int min_sm;
+  };
+  const KindCase kinds[] = {
+      {K::kF16, {DType::kF16, Fp8Scale::kNone, "F16"}, {2e-3, 3e-3}, 80},
+      {K::kBf16, {DType::kBF16, Fp8Scale::kNone, "BF16"}, {4e-3, 5e-3}, 80},
+      {K::kFp8Soft, {DType::kF8_E4M3, Fp8Scale::kChannel, "FP8-soft/channel"}, {2e-3, 3e-3}, 80},
+      {K::kFp8Soft, {DType::kF8_E4M3, Fp8Scale::kBlock, "FP8-soft/block128"}, {2e-3, 3e-3}, 80},
+      {K::kFp8Hw, {DType::kF8_E4M3, Fp8Scale::kTensor, "FP8-hw/tensor"}, {2e-3, 3e-3}, 89},
+      {K::kFp8Hw, {DType::kF8_E4M3, Fp8Scale::kBlock, "FP8-hw/block128"}, {2e-3, 3e-3}, 89},
+      {K::kFp8Native, {DType::kF8_E4M3, Fp8Scale::kChannel, "FP8-native/channel"}, {0.05, 0.08}, 89},
+      {K::kFp8Native, {DType::kF8_E4M3, Fp8Scale::kBlock, "FP8-native/block128"}, {0.05, 0.08}, 89},
+  };
+  const std::pair<int64_t, int64_t> shapes[] = {{300, 1024}, {77, 1000}, {17000, 256}};
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  uint64_t seed = 777;
+  int ran = 0;
+  for (const KindCase& kc : kinds) {
+    if (dev_r->sm < kc.min_sm) continue;
+    for (auto [rows, cols] : shapes) {
+      if (kc.c.dtype == DType::kF8_E4M3 && cols % 16 != 0) continue;  // FP8 rows are whole 16-byte pieces
+      const HostMatrix m = make_matrix(kc.c, rows, cols, seed++);
+      auto wr = upload_matrix(m.view(), *dev_r, Fp8Mode::kWeightOnly);
+      ASSERT_TRUE(wr.is_ok()) << wr.status().message();
+      ASSERT_TRUE(kernels::matvec_mma_fits(wr->m, kc.kind)) << kc.c.name;
+      // x zero-padded to the row's padded length (the kernel reads whole pieces).
+      const int64_t ldx = static_cast<int64_t>(wr->m.row_bytes / dtype_info(wr->m.dtype).type_size + 4);
+      const int n_max = 8;
+      std::vector<float> x(static_cast<size_t>(n_max) * ldx, 0.f);
+      std::mt19937_64 rng(seed++);
+      std::normal_distribution<float> g(0.f, 1.f);
+      for (int t = 0; t < n_max; ++t)
+        for (int64_t k = 0; k < cols; ++k) x[t * ldx + k] = g(rng);
+      std::vector<double> yref, l1;
+      reference(m, x, ldx, n_max, &yref, &l1);
+      float *dx = nullptr, *dy = nullptr;
+      const int64_t ldy = rows + 5;
+      ASSERT_EQ(cudaMalloc(&dx, x.size() * 4), cudaSuccess);
+      ASSERT_EQ(cudaMalloc(&dy, static_cast<size_t>(n_max) * ldy * 4), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(dx, x.data(), x.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+      std::vector<float> y(static_cast<size_t>(n_max) * ldy), y2(y.size());
+      for (int n : {1, 3, 8}) {
+        ASSERT_EQ(cudaMemset(dy, 0xff, y.size() * 4), cudaSuccess);  // NaN
+        kernels::launch_matvec_mma(wr->m, kc.kind, dx, ldx, n, dy, ldy, false, false, stream);
+        ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(y.data(), dy, y.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+        double e2 = 0, r2 = 0, worst = 0;
+        for (int t = 0; t < n; ++t)
+          for (int64_t r = 0; r < rows; ++r) {
+            const double ref = yref[t * rows + r], got = y[t * ldy + r];
+            const double err = std::isfinite(got) ? std::fabs(got - ref) : INFINITY;
+            e2 += err * err;
+            r2 += ref * ref;
+            worst = std::max(worst, err / l1[t * rows + r]);
+          }
+        const double rel = std::sqrt(e2 / r2);
+        std::printf("  %-20s %5lld x %-5lld n=%d norm %.2e (<= %.0e)  elem %.2e (<= %.0e)\n", kc.c.name,
+                    (long long)rows, (long long)cols, n, rel, kc.tol.norm, worst, kc.tol.elem);
+        EXPECT_LE(rel, kc.tol.norm) << kc.c.name << " " << rows << "x" << cols << " n=" << n;
+        EXPECT_LE(worst, kc.tol.elem) << kc.c.name << " " << rows << "x" << cols << " n=" << n;
+        // Rows past n untouched (still NaN), and the accumulating launch adds the same sums.
+        int64_t touched = 0;
+        for (int t = n; t < n_max; ++t)
+          for (int64_t r = 0; r < rows; ++r) touched += !std::isnan(y[t * ldy + r]);
+        EXPECT_EQ(touched, 0) << kc.c.name << " wrote tokens past n=" << n;
+        kernels::launch_matvec_mma(wr->m, kc.kind, dx, ldx, n, dy, ldy, true, false, stream);
+        ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(y2.data(), dy, y2.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+        int64_t bad = 0;
+        for (int t = 0; t < n; ++t)
+          for (int64_t r = 0; r < rows; ++r) bad += y2[t * ldy + r] != 2.0f * y[t * ldy + r];
+        EXPECT_EQ(bad, 0) << kc.c.name << " accumulate n=" << n;
+        ++ran;
+      }
+      cudaFree(dx);
+      cudaFree(dy);
+    }
+  }
+  EXPECT_GT(ran, 0);
   cudaStreamDestroy(stream);
 }
 
@@ -561,6 +669,7 @@ TEST(MatmulBench, DecodeAndPrompt) {
   const DecodeType decode_types[] = {
       {DType::kQ4_K, "Q4_K", &ctx, true},           {DType::kQ6_K, "Q6_K", &ctx, true},
       {DType::kF8_E4M3, "FP8-wo", &ctx_wo, true},   {DType::kF8_E4M3, "FP8-gen", &ctx_gen, true},
+      {DType::kF8_E4M3, "FP8-nat", &ctx, true},
       {DType::kQ8_0, "Q8_0", &ctx, false},          {DType::kF16, "F16", &ctx, false},
       {DType::kBF16, "BF16", &ctx, false}};
   std::printf("\ndecode (bytes = weight bytes per product; %% of %.0f GB/s)\n", kHbmGBs);

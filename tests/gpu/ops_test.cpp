@@ -379,10 +379,11 @@ TEST_F(GpuOps, RmsNormQ8) {
 }
 
 // Gated activation over the rows of a fused [gate | up] product: the same element values as the
-// contiguous launch (bit-exact, the CPU-tail rule included), and the int8 form equal to
-// quantizing them (bit-exact: same values, same quantizer).
+// contiguous launch (bit-exact, the CPU-tail rule included; 37 columns take the scalar path of
+// the row kernel, the others its float4 path), and the int8 and E4M3-row forms equal to
+// quantizing them (bit-exact: same values, same quantizers).
 TEST_F(GpuOps, GatedActivationRowsAndQ8) {
-  for (int64_t n : {int64_t{18944}, int64_t{96}}) {
+  for (int64_t n : {int64_t{18944}, int64_t{96}, int64_t{37}}) {
     for (int rows : {1, 5}) {
       const int64_t ldi = 2 * n;
       std::vector<float> gu = randn(rows * ldi, 2.0f, 33), g(rows * n), u(rows * n);
@@ -399,6 +400,20 @@ TEST_F(GpuOps, GatedActivationRowsAndQ8) {
         const std::string shape = "n " + std::to_string(n) + " rows " + std::to_string(rows);
         const std::string name = act == Activation::kSilu ? "silu" : "gelu f16-table";
         report("gated_activation_rows " + name, shape, 0, 0, bad);
+        // E4M3 rows (row stride rounded up to 16, zero padded) and one scale per row.
+        const int64_t ldo = (n + 15) / 16 * 16;
+        Dev<uint8_t> f_ref(rows * ldo), f_got(rows * ldo);
+        Dev<float> s_ref(rows), s_got(rows);
+        kernels::launch_quantize_act_fp8_rows(dg.p, n, rows, n, f_ref.p, ldo, s_ref.p, nullptr);
+        launch_gated_activation_fp8_rows(act, GeluMode::kF16Table, dgu.p, dgu.p + n, ldi, rows, n, f_got.p, ldo,
+                                         s_got.p, nullptr);
+        const auto fr = f_ref.get(), fg = f_got.get();
+        const auto sr = s_ref.get(), sg = s_got.get();
+        int64_t bad8 = 0;
+        for (size_t i = 0; i < fr.size(); ++i) bad8 += fr[i] != fg[i];
+        for (int r = 0; r < rows; ++r) bad8 += std::memcmp(&sr[r], &sg[r], 4) != 0;
+        report("gated_activation_fp8_rows " + name, shape, 0, 0, bad8);
+        if (n % 32 != 0) continue;  // the int8 form takes whole 32-value groups
         kernels::launch_quantize_act_q8(dg.p, n, rows, n, dq_ref.p, reinterpret_cast<float4*>(dm_ref.p), false, nullptr);
         launch_gated_activation_q8(act, GeluMode::kF16Table, dgu.p, dgu.p + n, ldi, rows, n, dq.p,
                                    reinterpret_cast<float4*>(dm.p), false, nullptr);

@@ -121,6 +121,34 @@ __global__ void quantize_act_fp8_kernel(const float* __restrict__ x, int64_t ldx
   out[i] = __nv_fp8_e4m3(v).__x;
 }
 
+// One block per token row t: amax over the row (block reduction), then out[t][c] = E4M3(x / s)
+// with s = amax / 448 (1 when the row is 0) written to scales[t]; 0 for k <= c < ldo. The second
+// pass re-reads the row from L1/L2.
+__global__ void quantize_act_fp8_rows_kernel(const float* __restrict__ x, int64_t ldx, int64_t k, uint8_t* out,
+                                             int64_t ldo, float* scales) {
+  __shared__ float red[32];
+  const int t = blockIdx.x;
+  const float* xr = x + t * ldx;
+  float m = 0.f;
+  for (int64_t c = threadIdx.x; c < k; c += blockDim.x) m = fmaxf(m, fabsf(xr[c]));
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    m = threadIdx.x < (blockDim.x >> 5) ? red[threadIdx.x] : 0.f;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    if (threadIdx.x == 0) red[0] = m;
+  }
+  __syncthreads();
+  const float amax = red[0];
+  const float inv = amax > 0.f ? 448.f / amax : 1.f;
+  if (threadIdx.x == 0) scales[t] = amax > 0.f ? amax / 448.f : 1.f;
+  uint8_t* o = out + t * ldo;
+  for (int64_t c = threadIdx.x; c < ldo; c += blockDim.x) o[c] = c < k ? __nv_fp8_e4m3(xr[c] * inv).__x : 0;
+}
+
 // One thread per element of y's n x n_rows block: y *= its row's scale (times *extra).
 __global__ void scale_rows_kernel(float* y, int64_t ldy, int n, int64_t n_rows, const float* __restrict__ scales,
                                   int64_t block_rows, const float* __restrict__ extra) {
@@ -246,6 +274,13 @@ void launch_quantize_act_fp8(const float* x, int64_t ldx, int n, int64_t k, cons
                              int64_t ldo, float* scale_out, cudaStream_t s) {
   const int64_t total = n * ldo;
   quantize_act_fp8_kernel<<<blocks_for(total, 256), 256, 0, s>>>(x, ldx, n, k, amax, out, ldo, scale_out);
+  DUET_CUDA_CHECK_LAUNCH();
+}
+
+void launch_quantize_act_fp8_rows(const float* x, int64_t ldx, int n, int64_t k, uint8_t* out, int64_t ldo,
+                                  float* scales, cudaStream_t s) {
+  if (n <= 0) return;
+  quantize_act_fp8_rows_kernel<<<n, 512, 0, s>>>(x, ldx, k, out, ldo, scales);
   DUET_CUDA_CHECK_LAUNCH();
 }
 

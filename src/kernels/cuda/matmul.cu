@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "base/check.h"
+#include "kernels/cuda/matvec_mma.h"
 #include "kernels/cuda/quant_kernels.cuh"
 #include "kernels/cuda/quant_mma.h"
 #include "runtime/cuda_check.h"
@@ -65,6 +66,39 @@ bool fp8_row_scales_only(const DeviceMatrix& w) { return w.fp8_block_cols >= w.n
 bool mma_disabled() {
   const char* e = std::getenv("DUET_MATMUL_MMA");
   return e != nullptr && e[0] == '0';
+}
+
+// The native FP8 GEMMs accumulate in cuBLASLt's fast mode (Hopper: partial sums promoted to
+// float less often): qwen2-7b FP8 pp2048 55.0-55.7k tok/s against 51.5-52.4k without, and the
+// parity table's native FP8 bound (5e-2) holds (H200, 2026-11-30). DUET_LT_FAST_ACCUM=0: off.
+bool fp8_fast_accum() {
+  static const bool on = [] {
+    const char* e = std::getenv("DUET_LT_FAST_ACCUM");
+    return e == nullptr || e[0] != '0';
+  }();
+  return on;
+}
+
+// Which float-type weights the tensor-core decode kernel (matvec_mma.cu) takes, by
+// DUET_MATVEC_MMA (benchmark knob, read once): unset or "fp8": FP8 only; "all": also F16 and
+// BF16; "0": none (the float kernels of quant_matvec.cu). DUET_MATVEC_FP8_CVT=sw: the software
+// E4M3 conversion even where the hardware has one.
+enum class MmaDecodeSet { kNone, kFp8, kAll };
+MmaDecodeSet mma_decode_set() {
+  static const MmaDecodeSet set = [] {
+    const char* e = std::getenv("DUET_MATVEC_MMA");
+    if (e == nullptr || std::strcmp(e, "fp8") == 0) return MmaDecodeSet::kFp8;
+    if (std::strcmp(e, "all") == 0) return MmaDecodeSet::kAll;
+    return MmaDecodeSet::kNone;
+  }();
+  return set;
+}
+bool fp8_soft_cvt_forced() {
+  static const bool forced = [] {
+    const char* e = std::getenv("DUET_MATVEC_FP8_CVT");
+    return e != nullptr && std::strcmp(e, "sw") == 0;
+  }();
+  return forced;
 }
 
 }  // namespace
@@ -196,6 +230,10 @@ struct MatmulContext::Impl {
   // wdeq workspace, converted into y afterwards (kBf16). Candidates from the heuristic are tried
   // in order at the first call; the first that runs is kept.
   enum class LtOut { kF32, kBf16 };
+  // Where the FP8 scales go: none (applied afterwards), scalars for W and x, or one scale per
+  // token of x (cuBLASLt's outer-vector mode) with one per row of W (kRowTok) or one for W
+  // (kTensorTok).
+  enum class LtScales { kNone, kScalar, kRowTok, kTensorTok };
   struct LtPlan {
     bool ok = false;
     int chosen = -1;
@@ -205,7 +243,14 @@ struct MatmulContext::Impl {
     int n_algos = 0;
   };
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int, int>, LtPlan> plans;
-  int lt_variant = 0;  // first FP8 cuBLASLt variant worth trying (see fp8_native)
+  DeviceBuffer xscales;  // native FP8 prompt path: one activation scale per token
+  bool outer_ran = false;  // a product with per-token activation scales (variant 0) has run
+  // First FP8 cuBLASLt variant worth trying (see fp8_native); DUET_MATMUL_FP8_OUTER=0 starts at
+  // 1, the per-tensor activation scale (benchmark knob).
+  int lt_variant = [] {
+    const char* e = std::getenv("DUET_MATMUL_FP8_OUTER");
+    return e != nullptr && e[0] == '0' ? 1 : 0;
+  }();
 
   ~Impl() {
     for (auto& [k, p] : plans) {
@@ -216,6 +261,24 @@ struct MatmulContext::Impl {
     }
     if (lt) cublasLtDestroy(lt);
     if (blas) cublasDestroy(blas);
+  }
+
+  // The tensor-core decode kernel for w (native path, sm_80+), or false: the float kernels.
+  bool mma_decode_kind(const DeviceMatrix& w, kernels::MatvecMmaKind* kind) const {
+    using K = kernels::MatvecMmaKind;
+    const MmaDecodeSet set = mma_decode_set();
+    if (set == MmaDecodeSet::kNone || dev.path != KernelPath::kNative || dev.sm < 80) return false;
+    switch (w.dtype) {
+      case DType::kF8_E4M3:
+        *kind = mode == Fp8Mode::kNative && dev.use_fp8() ? K::kFp8Native
+                : dev.use_fp8() && !fp8_soft_cvt_forced() ? K::kFp8Hw
+                                                          : K::kFp8Soft;
+        break;
+      case DType::kF16: *kind = K::kF16; if (set != MmaDecodeSet::kAll) return false; break;
+      case DType::kBF16: *kind = K::kBf16; if (set != MmaDecodeSet::kAll) return false; break;
+      default: return false;
+    }
+    return kernels::matvec_mma_fits(w, *kind);
   }
 
   // y [n][ldy] (float) = W x^T with W [rows][k] (ldw) and x [n][k] (ldx), both of type `ab`.
@@ -247,11 +310,11 @@ struct MatmulContext::Impl {
     }
   }
 
-  LtPlan& fp8_plan(LtOut out, bool scales, int64_t rows, int n, int64_t kp, int64_t ldw, void* d, int64_t ldd) {
+  LtPlan& fp8_plan(LtOut out, LtScales scales, int64_t rows, int n, int64_t kp, int64_t ldw, void* d, int64_t ldd) {
     const int64_t es = out == LtOut::kF32 ? 4 : 2;
     int align = 16;
     while (align > 2 && ((reinterpret_cast<uintptr_t>(d) % align) != 0 || (ldd * es) % align != 0)) align /= 2;
-    auto key = std::make_tuple(rows, static_cast<int64_t>(n), kp, ldd, align, static_cast<int>(out) * 2 + (scales ? 1 : 0));
+    auto key = std::make_tuple(rows, static_cast<int64_t>(n), kp, ldd, align, static_cast<int>(out) * 4 + static_cast<int>(scales));
     auto it = plans.find(key);
     if (it != plans.end()) return it->second;
     LtPlan& p = plans[key];
@@ -259,10 +322,29 @@ struct MatmulContext::Impl {
     const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
     DUET_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
     DUET_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-    if (scales) {
+    if (fp8_fast_accum()) {  // Hopper's FP8 "fast accumulation" (fewer promotions of the partial sums)
+      const int8_t on = 1;
+      DUET_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &on, sizeof(on)));
+    }
+    if (scales != LtScales::kNone) {
       const float* one = one_ptr();
       DUET_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &one, sizeof(one)));
       DUET_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &one, sizeof(one)));
+    }
+    if (scales == LtScales::kRowTok || scales == LtScales::kTensorTok) {
+#if CUBLAS_VERSION < 120900  // no per-vector scale modes before cuBLAS 12.9 (e.g. CUDA 11.8's)
+      return p;  // ok stays false: fp8_native falls back to per-tensor activation scales
+#else
+      const int32_t outer = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+      const int32_t a_mode = scales == LtScales::kRowTok ? outer : CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
+      if (cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &a_mode, sizeof(a_mode)) !=
+              CUBLAS_STATUS_SUCCESS ||
+          cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &outer, sizeof(outer)) !=
+              CUBLAS_STATUS_SUCCESS) {
+        std::fprintf(stderr, "duet: cuBLASLt has no outer-vector FP8 scales here\n");
+        return p;  // ok stays false
+      }
+#endif
     }
     DUET_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_8F_E4M3, kp, rows, ldw));
     DUET_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_8F_E4M3, kp, n, kp));
@@ -298,12 +380,15 @@ struct MatmulContext::Impl {
       DUET_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale, sizeof(b_scale)));
     }
     const float alpha = 1.f, beta = 0.f;
+    auto run = [&](int i) {
+      return cublasLtMatmul(lt, p.op, &alpha, a, p.a, b, p.b, &beta, d, p.c, d, p.c, &p.algos[i], lt_ws.data(),
+                            kLtWorkspaceBytes, s);
+    };
     const int first = p.chosen >= 0 ? p.chosen : 0;
     const int last = p.chosen >= 0 ? p.chosen + 1 : p.n_algos;
     cublasStatus_t st = CUBLAS_STATUS_NOT_SUPPORTED;
     for (int i = first; i < last; ++i) {
-      st = cublasLtMatmul(lt, p.op, &alpha, a, p.a, b, p.b, &beta, d, p.c, d, p.c, &p.algos[i], lt_ws.data(),
-                          kLtWorkspaceBytes, s);
+      st = run(i);
       if (st == CUBLAS_STATUS_SUCCESS) {
         p.chosen = i;
         return true;
@@ -318,6 +403,15 @@ struct MatmulContext::Impl {
   // Native FP8 prompt path; false when cuBLASLt runs no kernel (the caller falls back). Tries, in
   // order: float32 out with scale pointers; float32 out without them (scales applied by a second
   // kernel); BF16 out tiles with scale pointers. The first that runs is kept (lt_variant).
+  // The product on activations already quantized per row into xh / xscales (variant 0 only).
+  bool fp8_rows(const DeviceMatrix& w, int n, float* y, int64_t ldy, cudaStream_t s) {
+    const int64_t kp = round_up(w.n_cols, 16);
+    const bool per_tensor = w.fp8_block_rows >= w.n_rows;
+    LtPlan& p = fp8_plan(LtOut::kF32, per_tensor ? LtScales::kTensorTok : LtScales::kRowTok, w.n_rows, n, kp,
+                         static_cast<int64_t>(w.row_bytes), y, ldy);
+    return p.ok && lt_run(p, "f32, outer-vector scales", w.data, xh.data(), y, w.fp8_scales, xscales.as<float>(), s);
+  }
+
   bool fp8_native(const DeviceMatrix& w, const float* x, int64_t ldx, int n, float* y, int64_t ldy, cudaStream_t s) {
     if (lt_variant < 0) return false;
     const int64_t kp = round_up(w.n_cols, 16);
@@ -327,27 +421,49 @@ struct MatmulContext::Impl {
     const float* a_scale = per_tensor ? w.fp8_scales : one_ptr();
     const float* row_scales = per_tensor ? nullptr : w.fp8_scales;
     const int64_t ldw = static_cast<int64_t>(w.row_bytes);
-    DUET_CUDA_CHECK(cudaMemsetAsync(amax, 0, sizeof(float), s));
-    kernels::launch_act_amax(x, ldx, n, w.n_cols, amax, s);
-    kernels::launch_quantize_act_fp8(x, ldx, n, w.n_cols, amax, xh.as<uint8_t>(), kp, xscale, s);
-    for (int v = lt_variant; v < 3; ++v) {
+    const bool row_or_tensor = per_tensor || w.fp8_block_rows == 1;  // one scale per row or one in all
+    bool tensor_quantized = false;
+    bool v0_failed = false;  // variant 0 was tried and cuBLASLt ran nothing
+    auto quantize_per_tensor = [&] {  // one activation scale for the whole batch (variants 1-3)
+      if (tensor_quantized) return;
+      DUET_CUDA_CHECK(cudaMemsetAsync(amax, 0, sizeof(float), s));
+      kernels::launch_act_amax(x, ldx, n, w.n_cols, amax, s);
+      kernels::launch_quantize_act_fp8(x, ldx, n, w.n_cols, amax, xh.as<uint8_t>(), kp, xscale, s);
+      tensor_quantized = true;
+    };
+    for (int v = lt_variant; v < 4; ++v) {
       bool ok = false;
       if (v == 0) {
-        LtPlan& p = fp8_plan(LtOut::kF32, true, w.n_rows, n, kp, ldw, y, ldy);
+        // Per-token activation scales and per-row (or per-tensor) weight scales inside the GEMM:
+        // one quantizing pass over x, no pass over y.
+        if (!row_or_tensor) continue;
+        const LtScales mode = per_tensor ? LtScales::kTensorTok : LtScales::kRowTok;
+        LtPlan& p = fp8_plan(LtOut::kF32, mode, w.n_rows, n, kp, ldw, y, ldy);
+        if (p.ok) {
+          kernels::launch_quantize_act_fp8_rows(x, ldx, n, w.n_cols, xh.as<uint8_t>(), kp, xscales.as<float>(), s);
+          ok = lt_run(p, "f32, outer-vector scales", w.data, xh.data(), y, w.fp8_scales, xscales.as<float>(), s);
+        }
+        v0_failed = !ok;
+        outer_ran = outer_ran || ok;
+      } else if (v == 1) {
+        quantize_per_tensor();
+        LtPlan& p = fp8_plan(LtOut::kF32, LtScales::kScalar, w.n_rows, n, kp, ldw, y, ldy);
         ok = lt_run(p, "f32", w.data, xh.data(), y, a_scale, xscale, s);
         if (ok && row_scales) kernels::launch_scale_rows(y, ldy, n, w.n_rows, row_scales, w.fp8_block_rows, nullptr, s);
-      } else if (v == 1) {
-        LtPlan& p = fp8_plan(LtOut::kF32, false, w.n_rows, n, kp, ldw, y, ldy);
+      } else if (v == 2) {
+        quantize_per_tensor();
+        LtPlan& p = fp8_plan(LtOut::kF32, LtScales::kNone, w.n_rows, n, kp, ldw, y, ldy);
         ok = lt_run(p, "f32, unscaled", w.data, xh.data(), y, nullptr, nullptr, s);
         if (ok)
           kernels::launch_scale_rows(y, ldy, n, w.n_rows, w.fp8_scales, per_tensor ? w.n_rows : w.fp8_block_rows,
                                      xscale, s);
       } else {
+        quantize_per_tensor();
         const int64_t chunk_rows = std::min<int64_t>(w.n_rows, wdeq_elems / n / 16 * 16);
         ok = chunk_rows > 0;
         for (int64_t r0 = 0; ok && r0 < w.n_rows; r0 += chunk_rows) {
           const int64_t nr = std::min(chunk_rows, w.n_rows - r0);
-          LtPlan& q = fp8_plan(LtOut::kBf16, true, nr, n, kp, ldw, wdeq.data(), nr);
+          LtPlan& q = fp8_plan(LtOut::kBf16, LtScales::kScalar, nr, n, kp, ldw, wdeq.data(), nr);
           ok = lt_run(q, "bf16", static_cast<const uint8_t*>(w.data) + r0 * ldw, xh.data(), wdeq.data(), a_scale,
                       xscale, s);
           if (ok)
@@ -355,8 +471,12 @@ struct MatmulContext::Impl {
         }
       }
       if (ok) {
-        if (lt_variant != v) std::fprintf(stderr, "duet: cuBLASLt FP8 prompt path: variant %d\n", v);
-        lt_variant = v;
+        // Variant 0 is tried for every matrix until it fails once (a matrix with row blocks of > 1
+        // row skips it); the later ones are fallbacks kept once one runs.
+        if (v > 0 && lt_variant != v && (lt_variant > 0 || v0_failed)) {
+          std::fprintf(stderr, "duet: cuBLASLt FP8 prompt path: variant %d\n", v);
+          lt_variant = v;
+        }
         return true;
       }
     }
@@ -397,6 +517,7 @@ void MatmulContext::reserve(int max_tokens, int64_t max_cols, int64_t max_rows) 
   m.xs.reserve(static_cast<size_t>(nd * kp) * sizeof(float));
   if (m.max_tokens > nd) {
     m.xh.reserve(static_cast<size_t>(m.max_tokens) * kp * 2);
+    m.xscales.reserve(static_cast<size_t>(m.max_tokens) * sizeof(float));
     const int64_t want = std::min<int64_t>(m.max_rows, std::max<int64_t>(64, kDequantCapElems / kp)) * kp;
     if (want > m.wdeq_elems) {
       m.wdeq.reserve(static_cast<size_t>(want) * 2);
@@ -444,14 +565,18 @@ void MatmulContext::matmul(const DeviceMatrix& w, const float* x, int64_t ldx, i
       // x is read in place when its rows are 16-byte aligned and W's rows carry no padding (the
       // kernel reads row_bytes / element-size values of x); otherwise staged, zero-padded.
       const size_t es = dtype_info(w.dtype).type_size;
-      if (static_cast<size_t>(k) * es == w.row_bytes && ldx % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0) {
-        kernels::launch_matvec_float(w, x, ldx, n_tokens, y, ldy, m.dev.use_fp8(), accumulate, pdl_ok, stream);
-      } else {
-        const int64_t kp = round_up(k, 16);
-        kernels::launch_stage_act_f32(x, ldx, n_tokens, k, m.xs.as<float>(), kp, stream);
-        kernels::launch_matvec_float(w, m.xs.as<float>(), kp, n_tokens, y, ldy, m.dev.use_fp8(), accumulate, pdl_ok,
-                                     stream);
+      const float* xr = x;
+      int64_t ldr = ldx;
+      if (static_cast<size_t>(k) * es != w.row_bytes || ldx % 4 != 0 || reinterpret_cast<uintptr_t>(x) % 16 != 0) {
+        ldr = round_up(k, 16);
+        kernels::launch_stage_act_f32(x, ldx, n_tokens, k, m.xs.as<float>(), ldr, stream);
+        xr = m.xs.as<float>();
       }
+      kernels::MatvecMmaKind kind;
+      if (m.mma_decode_kind(w, &kind))
+        kernels::launch_matvec_mma(w, kind, xr, ldr, n_tokens, y, ldy, accumulate, pdl_ok, stream);
+      else
+        kernels::launch_matvec_float(w, xr, ldr, n_tokens, y, ldy, m.dev.use_fp8(), accumulate, pdl_ok, stream);
     }
     return;
   }
@@ -497,7 +622,35 @@ void MatmulContext::get_rows(const DeviceMatrix& w, const int32_t* rows, int n, 
   kernels::launch_get_rows(w, rows, n, scale, out, stream);
 }
 
+bool MatmulContext::takes_fp8_rows(const DeviceMatrix& w, int n_tokens) const {
+  const Impl& m = *impl_;
+  return w.dtype == DType::kF8_E4M3 && n_tokens > kernels::kDecodeMaxTokens && n_tokens <= m.max_tokens &&
+         w.n_cols <= m.max_cols && m.mode == Fp8Mode::kNative && m.dev.use_fp8() && fp8_row_scales_only(w) &&
+         (w.fp8_block_rows == 1 || w.fp8_block_rows >= w.n_rows) && m.lt_variant == 0 && m.outer_ran;
+}
+
+MatmulContext::Fp8RowsInput MatmulContext::fp8_rows_input(const DeviceMatrix& w) const {
+  return Fp8RowsInput{impl_->xh.as<uint8_t>(), impl_->xscales.as<float>(), round_up(w.n_cols, 16)};
+}
+
+bool MatmulContext::matmul_fp8_rows(const DeviceMatrix& w, int n_tokens, float* y, int64_t ldy, cudaStream_t stream) {
+  DUET_CHECK_MSG(takes_fp8_rows(w, n_tokens), "matmul_fp8_rows: %s x %d tokens has no per-row FP8 path",
+                 dtype_name(w.dtype).data(), n_tokens);
+  return impl_->fp8_rows(w, n_tokens, y, ldy, stream);
+}
+
 const DeviceInfo& MatmulContext::device() const { return impl_->dev; }
+
+MatmulContext::DecodeInput MatmulContext::decode_input(const DeviceMatrix& w) const {
+  if (kernels::is_block_quant(w.dtype)) return DecodeInput::kInt8;
+  kernels::MatvecMmaKind kind;
+  if (!impl_->mma_decode_kind(w, &kind)) return DecodeInput::kFloat;
+  switch (kind) {
+    case kernels::MatvecMmaKind::kBf16: return DecodeInput::kBf16;
+    case kernels::MatvecMmaKind::kFp8Native: return DecodeInput::kE4M3;
+    default: return DecodeInput::kF16;
+  }
+}
 Fp8Mode MatmulContext::fp8_mode() const { return impl_->mode; }
 
 }  // namespace duet::cuda

@@ -63,6 +63,22 @@ class MatmulContext {
   // y (+)= W x for the n_tokens rows a producer wrote into q8_input() (takes_q8(w, n_tokens)).
   void matmul_q8(const DeviceMatrix& w, int n_tokens, float* y, int64_t ldy, cudaStream_t stream,
                  bool accumulate = false);
+  // Native FP8 prompt products (cuBLASLt with per-token activation scales) read x as E4M3 rows,
+  // one scale per row; a producer (launch_gated_activation_fp8_rows, ops.h) can write them into
+  // fp8_rows_input(w) directly. takes_fp8_rows(w, n) says whether matmul() would quantize its
+  // input that way (FP8 weights, native mode and card, per-row or per-tensor scales, after a
+  // first such product has run); matmul_fp8_rows() then runs the product on that input, or
+  // returns false when cuBLASLt runs nothing for this shape (y untouched: the caller computes
+  // the float input and calls matmul()).
+  struct Fp8RowsInput {
+    uint8_t* q = nullptr;       // [n_tokens][ld]
+    float* scales = nullptr;    // [n_tokens]
+    int64_t ld = 0;             // row stride: n_cols rounded up to 16
+  };
+  bool takes_fp8_rows(const DeviceMatrix& w, int n_tokens) const;
+  Fp8RowsInput fp8_rows_input(const DeviceMatrix& w) const;
+  bool matmul_fp8_rows(const DeviceMatrix& w, int n_tokens, float* y, int64_t ldy, cudaStream_t stream);
+
   // matmul() can add into y for batches of n_tokens rows (the decode kernels).
   static bool can_accumulate(int n_tokens);
   // Decode kernels are launched programmatically (sm_90, native path): producers writing their
@@ -75,6 +91,12 @@ class MatmulContext {
 
   const DeviceInfo& device() const;
   Fp8Mode fp8_mode() const;  // the resolved mode (never kAuto)
+
+  // How a decode product (1-8 rows) of w rounds its float activations: not at all (float
+  // kernels), to int8 per 32 values (block-quantized weights), to F16 or BF16 (tensor-core decode
+  // of FP8 weight-only / F16 / BF16), or to E4M3 per token and 64 columns (native FP8 decode).
+  enum class DecodeInput { kFloat, kInt8, kF16, kBf16, kE4M3 };
+  DecodeInput decode_input(const DeviceMatrix& w) const;
 
  private:
   struct Impl;

@@ -84,6 +84,14 @@ void launch_gated_activation_rows(Activation act, GeluMode gelu, const float* ga
 void launch_gated_activation_q8(Activation act, GeluMode gelu, const float* gate, const float* up, int64_t ldi,
                                 int64_t n_rows, int64_t n, int8_t* xq, float4* xm, bool pdl, cudaStream_t stream);
 
+// The same values as E4M3 for a native FP8 prompt product (MatmulContext::fp8_rows_input): row r
+// at out + r * ldo (zero from n to ldo) scaled by scales[r] = amax(row) / 448, byte for byte what
+// kernels::launch_quantize_act_fp8_rows makes of launch_gated_activation_rows' output. One block
+// per row; n <= kGatedFp8MaxCols.
+constexpr int64_t kGatedFp8MaxCols = 20480;
+void launch_gated_activation_fp8_rows(Activation act, GeluMode gelu, const float* gate, const float* up, int64_t ldi,
+                                      int64_t n_rows, int64_t n, uint8_t* out, int64_t ldo, float* scales,
+                                      cudaStream_t stream);
 // Everything between the q/k/v products and attention, in one launch: per token t and head,
 // bias add, per-head RMSNorm (q_norm / k_norm), RoPE at positions[t] (launch_rope's angles),
 // Q pre-scaling, then Q written to q_out (heads q_head_stride floats apart, columns past head_dim

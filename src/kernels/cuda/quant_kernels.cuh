@@ -50,6 +50,10 @@ void launch_act_amax(const float* x, int64_t ldx, int n, int64_t k, float* amax,
 // out [n][ldo] E4M3 = x / scale, scale = amax / 448 (1 when amax is 0), written to *scale_out.
 void launch_quantize_act_fp8(const float* x, int64_t ldx, int n, int64_t k, const float* amax, uint8_t* out,
                              int64_t ldo, float* scale_out, cudaStream_t s);
+// Per token row t: out [n][ldo] E4M3 = x / scales[t], scales[t] = amax(row t) / 448 (1 when the
+// row is 0), zero beyond k. One block per row.
+void launch_quantize_act_fp8_rows(const float* x, int64_t ldx, int n, int64_t k, uint8_t* out, int64_t ldo,
+                                  float* scales, cudaStream_t s);
 // y[t * ldy + r] *= scales[r / block_rows] (* *extra when extra is not null) for t < n, r < n_rows.
 void launch_scale_rows(float* y, int64_t ldy, int n, int64_t n_rows, const float* scales, int64_t block_rows,
                        const float* extra, cudaStream_t s);

@@ -1,0 +1,449 @@
+// Decode products y = W x^T (1-8 token rows) of FP8 E4M3, F16 and BF16 weights on tensor cores
+// (mma.sync, sm_80+; FP8 E4M3 x E4M3 and the hardware E4M3 conversion sm_89+). A decode product
+// is a matrix-vector product, so the tensor core's N dimension (8 columns) holds the up-to-8
+// tokens and its M dimension (16 rows) 16 weight rows; the point is not FLOPs but instructions
+// per weight: one mma.sync consumes 256 (F16/BF16) or 512 (E4M3) weights of a warp, where the
+// float kernels (quant_matvec.cu) spend a multiply-add and a conversion per weight and lane.
+//
+// Layout trick: a dot product does not care in which order k is summed, so each lane loads 16
+// contiguous bytes of its two fragment rows (g and g + 8, g = lane / 4) at column piece
+// 4 c + lane % 4 of 64-byte (FP8) or 32-element (16-bit) chunk c, and the activation fragment
+// is loaded in the same permuted order: the A fragment needs no shuffles or shared memory, each
+// weight byte is read once from DRAM in 64-byte runs per row (two full sectors), and the lanes of
+// token t (lanes 4t .. 4t + 3) read 64 contiguous float activations per chunk (from L1/L2: every
+// CTA reads x, which is small).
+//
+// Activations are read as float and rounded in registers: to F16 (FP8 weight-only and F16
+// weights: 2^-11 relative), BF16 (BF16 weights: 2^-9), or, for native FP8, to E4M3 with one
+// scale per token and 64-column chunk (amax / 448 over the 16 values of each of the token's 4
+// lanes; the chunk's partial products are scaled back in float before they are summed). FP8
+// weight-only converts E4M3 to F16 with cvt.rn.f16x2.e4m3x2 (sm_89+) or, on sm_80-88, by bit
+// arithmetic (quant_types.cuh fp8x4_to_float's even/odd halves, value * 2^-8, exact; the
+// activation pairs are formed to match its (0, 2), (1, 3) byte order).
+//
+// Work split: a CTA of kWarps warps owns MT m16 tiles (16 MT rows); its warps take the row's
+// chunks round-robin (K split inside the CTA), U chunks in flight per warp with the weight loads
+// of all U issued before any activation is read (and before the programmatic-launch wait: the
+// weights do not depend on the producer). Warps are summed through shared memory at the end; the
+// per-row FP8 scales (per-tensor / per-channel) are applied there, block scales per chunk.
+// Bound: memory at n = 1 (goal >= 80% of HBM bandwidth on 7B-shaped matrices on the H200); at
+// n = 8 the activation reads from L1 double the load instructions, still under the DRAM time.
+// Owns no memory; runs on the caller's stream; no sync (graph-capturable).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "base/check.h"
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/matvec_mma.h"
+#include "kernels/cuda/quant_types.cuh"
+#include "runtime/cuda_check.h"
+
+namespace duet::cuda::kernels {
+namespace {
+
+using detail::pdl_trigger;
+using detail::pdl_wait;
+
+constexpr int kChunkPieces = 4;  // 16-byte pieces of a row per chunk (one per lane of a row's quad)
+
+struct MvArgs {
+  const uint8_t* w;
+  int64_t n_rows;
+  int64_t row_bytes;
+  int64_t n_pieces;  // 16-byte pieces per row (row_bytes / 16)
+  const float* x;    // [n][ldx], valid (zero padded) up to n_pieces * elements-per-piece columns
+  int64_t ldx;
+  int n;
+  float* y;
+  int64_t ldy;
+  bool accumulate;
+  // FP8 scales (null for F16/BF16): value = e4m3 * scales[(row / block_rows) * scale_cols + col / block_cols]
+  const float* scales;
+  int64_t block_rows, block_cols, scale_cols;
+  bool chunk_scales;  // block_cols < n_cols: a scale per (16-row tile, 64-column chunk)
+  float unscale;      // multiplies every result (2^8 for the software E4M3 conversion, else 1)
+};
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+
+__device__ __forceinline__ void mma_f16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                        uint32_t b0, uint32_t b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+               "{%0,%1,%2,%3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                         uint32_t b0, uint32_t b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+               "{%0,%1,%2,%3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ void mma_e4m3(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                         uint32_t b0, uint32_t b1) {
+#if __CUDA_ARCH__ >= 890
+  asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+               "{%0,%1,%2,%3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#else
+  __trap();
+#endif
+}
+
+__device__ __forceinline__ uint32_t pack_h2(float lo, float hi) {
+  const __half2 h = __floats2half2_rn(lo, hi);
+  uint32_t u;
+  memcpy(&u, &h, 4);
+  return u;
+}
+__device__ __forceinline__ uint32_t pack_bf2(float lo, float hi) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+  uint32_t u;
+  memcpy(&u, &h, 4);
+  return u;
+}
+// Four floats -> four E4M3 bytes (saturating), first value in the low byte.
+__device__ __forceinline__ uint32_t pack_e4m3x4(float a, float b, float c, float d) {
+  const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3);
+  const uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(c, d), __NV_SATFINITE, __NV_E4M3);
+  return lo | (hi << 16);
+}
+// Two E4M3 bytes (low, high) -> F16x2, exact (sm_89+).
+__device__ __forceinline__ uint32_t e4m3x2_to_h2(uint32_t v) {
+#if __CUDA_ARCH__ >= 890
+  uint32_t r;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(r) : "h"(static_cast<unsigned short>(v)));
+  return r;
+#else
+  __trap();
+  return 0;
+#endif
+}
+
+__device__ __forceinline__ uint4 ldg_stream(const uint8_t* p) {  // weights: read once, keep out of L1
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+#endif  // __CUDA_ARCH__ >= 800
+
+template <MatvecMmaKind K>
+struct KindOf {
+  static constexpr int kElems = 16;  // weights per 16-byte piece (E4M3)
+};
+template <>
+struct KindOf<MatvecMmaKind::kF16> {
+  static constexpr int kElems = 8;
+};
+template <>
+struct KindOf<MatvecMmaKind::kBf16> {
+  static constexpr int kElems = 8;
+};
+
+// One chunk of one m16 tile: wg/wh = the lane's pieces of rows g and g + 8, xv = the lane's E
+// activations (token g's, zero for tokens >= n), c += W x over the chunk. For native FP8, xq are
+// the E4M3 activation words (the chunk's scale is applied by the caller).
+template <MatvecMmaKind K>
+__device__ __forceinline__ void chunk_mma(float (&c)[4], const uint4& wg, const uint4& wh, const uint32_t* xw) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const uint32_t a[4] = {wg.x, wg.y, wg.z, wg.w};
+  const uint32_t b[4] = {wh.x, wh.y, wh.z, wh.w};
+  if constexpr (K == MatvecMmaKind::kF16) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) mma_f16(c, a[2 * i], b[2 * i], a[2 * i + 1], b[2 * i + 1], xw[2 * i], xw[2 * i + 1]);
+  } else if constexpr (K == MatvecMmaKind::kBf16) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) mma_bf16(c, a[2 * i], b[2 * i], a[2 * i + 1], b[2 * i + 1], xw[2 * i], xw[2 * i + 1]);
+  } else if constexpr (K == MatvecMmaKind::kFp8Native) {
+#pragma unroll
+    for (int j = 0; j < 2; ++j) mma_e4m3(c, a[2 * j], b[2 * j], a[2 * j + 1], b[2 * j + 1], xw[2 * j], xw[2 * j + 1]);
+  } else if constexpr (K == MatvecMmaKind::kFp8Hw) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      mma_f16(c, e4m3x2_to_h2(a[i] & 0xffffu), e4m3x2_to_h2(b[i] & 0xffffu), e4m3x2_to_h2(a[i] >> 16),
+              e4m3x2_to_h2(b[i] >> 16), xw[2 * i], xw[2 * i + 1]);
+  } else {  // kFp8Soft: halves (byte 0, byte 2) and (byte 1, byte 3), each value * 2^-8
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t ea = ((a[i] & 0x007f007fu) << 7) | ((a[i] & 0x00800080u) << 8);
+      const uint32_t oa = (a[i] & 0x80008000u) | ((a[i] >> 1) & 0x3f803f80u);
+      const uint32_t eb = ((b[i] & 0x007f007fu) << 7) | ((b[i] & 0x00800080u) << 8);
+      const uint32_t ob = (b[i] & 0x80008000u) | ((b[i] >> 1) & 0x3f803f80u);
+      mma_f16(c, ea, eb, oa, ob, xw[2 * i], xw[2 * i + 1]);
+    }
+  }
+#endif
+}
+
+// The lane's activation words of one chunk from its 16 (FP8) or 8 (16-bit) floats v, in the
+// order chunk_mma pairs them with the weights.
+template <MatvecMmaKind K>
+__device__ __forceinline__ void pack_x(const float* v, uint32_t* xw, float inv_scale) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if constexpr (K == MatvecMmaKind::kF16) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) xw[i] = pack_h2(v[2 * i], v[2 * i + 1]);
+  } else if constexpr (K == MatvecMmaKind::kBf16) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) xw[i] = pack_bf2(v[2 * i], v[2 * i + 1]);
+  } else if constexpr (K == MatvecMmaKind::kFp8Hw) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) xw[i] = pack_h2(v[2 * i], v[2 * i + 1]);
+  } else if constexpr (K == MatvecMmaKind::kFp8Soft) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      xw[2 * i] = pack_h2(v[4 * i], v[4 * i + 2]);
+      xw[2 * i + 1] = pack_h2(v[4 * i + 1], v[4 * i + 3]);
+    }
+  } else {  // native: E4M3 at the chunk's scale
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      xw[i] = pack_e4m3x4(v[4 * i] * inv_scale, v[4 * i + 1] * inv_scale, v[4 * i + 2] * inv_scale,
+                          v[4 * i + 3] * inv_scale);
+  }
+#endif
+}
+
+// Grid: ceil(n_rows / (16 MT)) CTAs of kWarps warps. See the file comment.
+template <MatvecMmaKind K, int MT, int W, int U>
+__global__ void __launch_bounds__(W * 32) matvec_mma_kernel(MvArgs a) {
+  constexpr int kWarps = W;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  constexpr int E = KindOf<K>::kElems;
+  constexpr int XW = K == MatvecMmaKind::kFp8Hw || K == MatvecMmaKind::kFp8Soft ? 8 : 4;  // activation words
+  constexpr bool kNative = K == MatvecMmaKind::kFp8Native;
+  constexpr bool kFp8 = E == 16;
+  pdl_trigger();
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+  const int warp = static_cast<int>(threadIdx.x) >> 5;
+  const int g = lane >> 2, p = lane & 3;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * (16 * MT);
+  const int64_t n_chunks = (a.n_pieces + kChunkPieces - 1) / kChunkPieces;
+  const uint8_t* wrow[MT][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      int64_t r = row0 + 16 * mt + g + 8 * h;
+      if (r >= a.n_rows) r = a.n_rows - 1;  // past the end: loaded, never stored
+      wrow[mt][h] = a.w + r * a.row_bytes + p * 16;
+    }
+  const bool has_x = g < a.n;
+  const float* xrow = a.x + (has_x ? g : 0) * a.ldx + p * E;
+  // Block scales: the tile's scale row (tiles never straddle a row block: block_rows % 16 == 0).
+  const float* tile_scales[MT];
+  if constexpr (kFp8) {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      int64_t r = row0 + 16 * mt;
+      if (r >= a.n_rows) r = a.n_rows - 1;
+      tile_scales[mt] = a.scales + (r / a.block_rows) * a.scale_cols;
+    }
+  }
+  float acc[MT][4];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) acc[mt][j] = 0.f;
+  bool waited = false;
+  for (int64_t c0 = warp; c0 < n_chunks; c0 += kWarps * U) {
+    uint4 wv[U][MT][2];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t c = c0 + u * kWarps;
+      const bool ok = c < n_chunks && c * kChunkPieces + p < a.n_pieces;
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) wv[u][mt][h] = ok ? ldg_stream(wrow[mt][h] + c * 64) : make_uint4(0, 0, 0, 0);
+    }
+    if (!waited) {  // activations are read only from here on
+      pdl_wait();
+      waited = true;
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t c = c0 + u * kWarps;
+      if (c >= n_chunks) break;  // uniform across the warp
+      float v[E];
+      const bool ok = has_x && c * kChunkPieces + p < a.n_pieces;
+      if (ok) {
+        detail::load_as_float<float, E>(xrow + c * kChunkPieces * E, v);
+      } else {
+#pragma unroll
+        for (int i = 0; i < E; ++i) v[i] = 0.f;
+      }
+      uint32_t xw[XW];
+      float tok_scale[2] = {1.f, 1.f};  // native: the chunk's activation scale of tokens 2p, 2p + 1
+      if constexpr (kNative) {
+        float amax = 0.f;
+#pragma unroll
+        for (int i = 0; i < E; ++i) amax = fmaxf(amax, fabsf(v[i]));
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+        const float s = amax / 448.f;
+        pack_x<K>(v, xw, amax > 0.f ? 448.f / amax : 0.f);
+        tok_scale[0] = __shfl_sync(0xffffffffu, s, (2 * p) * 4);
+        tok_scale[1] = __shfl_sync(0xffffffffu, s, (2 * p + 1) * 4);
+      } else {
+        pack_x<K>(v, xw, 1.f);
+      }
+      if (kNative || (kFp8 && a.chunk_scales)) {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          float t[4] = {0.f, 0.f, 0.f, 0.f};
+          chunk_mma<K>(t, wv[u][mt][0], wv[u][mt][1], xw);
+          const float ws = a.chunk_scales ? __ldg(tile_scales[mt] + static_cast<uint32_t>(c * 64) /
+                                                                       static_cast<uint32_t>(a.block_cols))
+                                          : 1.f;
+          acc[mt][0] = fmaf(t[0], ws * tok_scale[0], acc[mt][0]);
+          acc[mt][1] = fmaf(t[1], ws * tok_scale[1], acc[mt][1]);
+          acc[mt][2] = fmaf(t[2], ws * tok_scale[0], acc[mt][2]);
+          acc[mt][3] = fmaf(t[3], ws * tok_scale[1], acc[mt][3]);
+        }
+      } else {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) chunk_mma<K>(acc[mt], wv[u][mt][0], wv[u][mt][1], xw);
+      }
+    }
+  }
+  if (!waited) pdl_wait();
+  // Sum the warps: red[warp][mt][j][lane], then thread i -> (tile, row, token).
+  __shared__ float red[kWarps][MT][4][32];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) red[warp][mt][j][lane] = acc[mt][j];
+  __syncthreads();
+  for (int i = static_cast<int>(threadIdx.x); i < MT * 128; i += kWarps * 32) {
+    const int mt = i >> 7, r = (i >> 3) & 15, t = i & 7;
+    const int64_t row = row0 + 16 * mt + r;
+    if (t >= a.n || row >= a.n_rows) continue;
+    const int src = (r & 7) * 4 + (t >> 1), j = (r >> 3) * 2 + (t & 1);
+    float s = 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) s += red[w][mt][j][src];
+    if constexpr (kFp8) {
+      if (!a.chunk_scales) s *= __ldg(a.scales + (row / a.block_rows) * a.scale_cols);
+      s *= a.unscale;
+    }
+    float* out = a.y + t * a.ldy + row;
+    *out = a.accumulate ? *out + s : s;
+  }
+#else
+  __trap();
+#endif
+}
+
+// Benchmark knobs, read at each launch (eager benchmarks flip them between calls):
+// DUET_MATVEC_MMA_MT=1|2 forces the tiles per CTA; DUET_MATVEC_MMA_CFG=0..3 picks (warps per CTA,
+// chunks in flight per warp): 0 (8, 2 or 4 by MT: the default), 1 (4, 4), 2 (8, 4), 3 (16, 2).
+int env_int(const char* name, int lo, int hi) {
+  const char* e = std::getenv(name);
+  if (e == nullptr || e[0] < '0' || e[0] > '9') return -1;
+  const int v = std::atoi(e);
+  return v >= lo && v <= hi ? v : -1;
+}
+
+template <MatvecMmaKind K, int MT, int W, int U>
+void launch_cfg(const MvArgs& a, bool pdl, cudaStream_t s) {
+  const unsigned grid = static_cast<unsigned>((a.n_rows + 16 * MT - 1) / (16 * MT));
+  detail::launch_maybe_pdl(matvec_mma_kernel<K, MT, W, U>, dim3(grid), dim3(W * 32), 0, s, pdl, a);
+}
+
+template <MatvecMmaKind K, int MT>
+void launch_mt(const MvArgs& a, int cfg, bool pdl, cudaStream_t s) {
+  switch (cfg) {
+    case 1: return launch_cfg<K, MT, 4, 4>(a, pdl, s);
+    case 2: return launch_cfg<K, MT, 8, 4>(a, pdl, s);
+    case 3: return launch_cfg<K, MT, 16, 2>(a, pdl, s);
+    default: return launch_cfg<K, MT, 8, MT == 1 ? 4 : 2>(a, pdl, s);
+  }
+}
+
+// Fraction of the last wave's CTA slots that hold work, for MT tiles per CTA of the default
+// configuration: the grid is one CTA per MT tiles, and a partial last wave leaves SMs idle.
+template <MatvecMmaKind K, int MT>
+double wave_fill(const MvArgs& a) {
+  static int per_sm = 0;  // resident CTAs per SM (once per instance; the first call is eager)
+  if (per_sm == 0) {
+    DUET_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &per_sm, matvec_mma_kernel<K, MT, 8, MT == 1 ? 4 : 2>, 8 * 32, 0));
+    per_sm = per_sm > 0 ? per_sm : 1;
+  }
+  const double slots = static_cast<double>(per_sm) * detail::current_sm_count();
+  const double waves = static_cast<double>((a.n_rows + 16 * MT - 1) / (16 * MT)) / slots;
+  return waves / std::ceil(waves);
+}
+
+template <MatvecMmaKind K>
+void launch_kind(const MvArgs& a, bool pdl, cudaStream_t s) {
+  // Two tiles per CTA (activation fragments shared by 32 rows) unless one tile per CTA fills the
+  // last wave of CTAs clearly better (the 3584-4608-row matrices of 7B models).
+  int mt = wave_fill<K, 1>(a) > wave_fill<K, 2>(a) + 0.1 ? 1 : 2;
+  if (const int f = env_int("DUET_MATVEC_MMA_MT", 1, 2); f > 0) mt = f;
+  const int cfg = env_int("DUET_MATVEC_MMA_CFG", 0, 3);
+  if (mt == 2) launch_mt<K, 2>(a, cfg, pdl, s);
+  else launch_mt<K, 1>(a, cfg, pdl, s);
+}
+
+}  // namespace
+
+bool matvec_mma_fits(const DeviceMatrix& w, MatvecMmaKind kind) {
+  if (w.row_bytes % 16 != 0 || w.n_rows < 1) return false;
+  switch (kind) {
+    case MatvecMmaKind::kF16: return w.dtype == DType::kF16;
+    case MatvecMmaKind::kBf16: return w.dtype == DType::kBF16;
+    default:
+      if (w.dtype != DType::kF8_E4M3 || w.fp8_scales == nullptr) return false;
+      // Block scales: a 16-row tile and a 64-column chunk must lie inside one block.
+      if (w.fp8_block_cols < w.n_cols) return w.fp8_block_cols % 64 == 0 && w.fp8_block_rows % 16 == 0;
+      return true;
+  }
+}
+
+void launch_matvec_mma(const DeviceMatrix& w, MatvecMmaKind kind, const float* x, int64_t ldx, int n, float* y,
+                       int64_t ldy, bool accumulate, bool pdl, cudaStream_t s) {
+  DUET_CHECK(n >= 1 && n <= 8 && matvec_mma_fits(w, kind) && ldx % 4 == 0 &&
+             reinterpret_cast<uintptr_t>(x) % 16 == 0);
+  MvArgs a{};
+  a.w = static_cast<const uint8_t*>(w.data);
+  a.n_rows = w.n_rows;
+  a.row_bytes = static_cast<int64_t>(w.row_bytes);
+  a.n_pieces = a.row_bytes / 16;
+  a.x = x;
+  a.ldx = ldx;
+  a.n = n;
+  a.y = y;
+  a.ldy = ldy;
+  a.accumulate = accumulate;
+  a.unscale = 1.f;
+  if (w.dtype == DType::kF8_E4M3) {
+    a.scales = w.fp8_scales;
+    a.block_rows = w.fp8_block_rows;
+    a.block_cols = w.fp8_block_cols;
+    a.scale_cols = w.fp8_scale_cols;
+    a.chunk_scales = w.fp8_block_cols < w.n_cols;
+    if (kind == MatvecMmaKind::kFp8Soft) a.unscale = quant::kFp8Unscale;
+  }
+  switch (kind) {
+    case MatvecMmaKind::kF16: launch_kind<MatvecMmaKind::kF16>(a, pdl, s); break;
+    case MatvecMmaKind::kBf16: launch_kind<MatvecMmaKind::kBf16>(a, pdl, s); break;
+    case MatvecMmaKind::kFp8Soft: launch_kind<MatvecMmaKind::kFp8Soft>(a, pdl, s); break;
+    case MatvecMmaKind::kFp8Hw: launch_kind<MatvecMmaKind::kFp8Hw>(a, pdl, s); break;
+    case MatvecMmaKind::kFp8Native: launch_kind<MatvecMmaKind::kFp8Native>(a, pdl, s); break;
+  }
+  DUET_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace duet::cuda::kernels

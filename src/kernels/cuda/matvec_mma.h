@@ -1,0 +1,34 @@
+// Tensor-core decode products (1-8 token rows) of FP8 E4M3, F16 and BF16 weights
+// (kernels/cuda/matvec_mma.cu; internal to kernels/cuda, chosen by MatmulContext on the native
+// path of sm_80+ cards). Runs on the given stream; never allocates or synchronises.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/device_matrix.h"
+
+namespace duet::cuda::kernels {
+
+// How the kernel multiplies, i.e. how it rounds the float activations:
+enum class MatvecMmaKind {
+  kF16,        // F16 weights x F16 activations (sm_80+)
+  kBf16,       // BF16 weights x BF16 activations (sm_80+)
+  kFp8Soft,    // FP8 weights turned into F16 by bit arithmetic x F16 activations (sm_80+)
+  kFp8Hw,      // FP8 weights turned into F16 by cvt.rn.f16x2.e4m3x2 x F16 activations (sm_89+)
+  kFp8Native,  // FP8 x FP8: activations as E4M3 with a scale per token and 64 columns (sm_89+)
+};
+
+// Whether W suits `kind`: its DType, rows of whole 16-byte pieces, FP8 block scales of 16-row
+// and 64-column multiples (per-tensor and per-channel scales always).
+bool matvec_mma_fits(const DeviceMatrix& w, MatvecMmaKind kind);
+
+// y[t * ldy + r] = W[r] . x[t] (+= when accumulate) for t < n <= 8: x float [n][ldx], 16-byte
+// aligned rows, readable and zero beyond n_cols up to W's padded row length (row_bytes / element
+// size). pdl: launched programmatically (weights are loaded before the wait for x's producer).
+// The device must be sm_80+ (sm_89+ for kFp8Hw and kFp8Native).
+void launch_matvec_mma(const DeviceMatrix& w, MatvecMmaKind kind, const float* x, int64_t ldx, int n, float* y,
+                       int64_t ldy, bool accumulate, bool pdl, cudaStream_t s);
+
+}  // namespace duet::cuda::kernels
