@@ -250,7 +250,7 @@ TEST_P(MatmulParity, MatchesCpuReference) {
             worst = std::max(worst, err / l1[t * rows + r]);
           }
         const double rel = std::sqrt(e2 / r2);
-        const Tol tol = tolerance(c, p, dev, n, ctx.decode_input(wr->m));
+        const Tol tol = tolerance(c, p, dev, n, ctx.decode_input(wr->m, n));
         std::printf("  %-12s %-18s %4lld x %-5lld n=%-4d norm %.2e (<= %.0e)  elem %.2e (<= %.0e)\n", c.name, p.name,
                     (long long)rows, (long long)cols, n, rel, tol.norm, worst, tol.elem);
         EXPECT_LE(rel, tol.norm) << c.name << " " << p.name << " " << rows << "x" << cols << " n=" << n;

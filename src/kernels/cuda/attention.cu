@@ -21,10 +21,12 @@
 // (graph-capturable; a replay at a longer context re-cuts the keys on the device). The merge is
 // launched programmatically on sm_90 (DUET_ATTN_MERGE_PDL=0 turns only that off), so its launch
 // overlaps the decode kernel. The tensor-core decode kernel also issues all K/V loads of a tile
-// before storing them and fetches the next tile's block-table entries early. Predicted, not yet
-// measured: <= 3 us for that decode kernel; 32 sequences at ~128 keys keep today's grid (no short
-// pieces at 896 rows); long contexts keep today's pieces or get shorter ones when short splits
-// give more (e.g. one sequence at 4096 keys: 32 pieces of 128 keys instead of 16 of 256).
+// before storing them and fetches the next tile's block-table entries early. Measured on the
+// H200 (2026-11-30, qwen2-7b Q4_K_M, CUDA graphs): the one-sequence decode step at ~128 keys 2.56
+// ms against 2.69 ms with DUET_ATTN_SPLIT_SHORT=0 (~4.7 us per layer); decode + merge of that
+// shape 9.0 us eager, launches included (duet_gpu_attention bench). 32 sequences at ~128 keys
+// keep the old grid (no short pieces at 896 rows); long contexts keep the old pieces or get
+// shorter ones (one sequence at 4096 keys: 32 pieces of 128 keys instead of 16 of 256).
 // The tensor-core kernels round q and the softmax weights to F16 (as the CPU reference and
 // llama.cpp do); the SIMT kernels keep them in F32 (F32 caches are for exact checks).
 // The launcher picks by batch shape: max_seq_tokens <= 1 runs decode only; otherwise the prompt

@@ -79,15 +79,19 @@ bool fp8_fast_accum() {
   return on;
 }
 
-// Which float-type weights the tensor-core decode kernel (matvec_mma.cu) takes, by
-// DUET_MATVEC_MMA (benchmark knob, read once): unset or "fp8": FP8 only; "all": also F16 and
-// BF16; "0": none (the float kernels of quant_matvec.cu). DUET_MATVEC_FP8_CVT=sw: the software
-// E4M3 conversion even where the hardware has one.
-enum class MmaDecodeSet { kNone, kFp8, kAll };
+// Which float-type decode products the tensor-core decode kernel (matvec_mma.cu) takes, by
+// DUET_MATVEC_MMA (benchmark knob, read once): unset: FP8 always, F16/BF16 from 2 rows on; "fp8":
+// FP8 only; "all": F16/BF16 at 1 row too; "0": none (the float kernels of quant_matvec.cu).
+// Measured on the H200 (2026-11-30, % of 4.3 TB/s, BF16 18944 x 3584, n = 1 / 2 / 4 / 8): float
+// kernel 93.5 / 71.9 / 39.1 / 21.2, tensor-core kernel 76.3 / 74.8 / 72.0 / 67.6; FP8 weight-only
+// 54.3 / 46.1 / 28.3 / 11.4 against 66.5 / 65.5 / 62.7 / 55.5. DUET_MATVEC_FP8_CVT=sw: the
+// software E4M3 conversion even where the hardware has one.
+enum class MmaDecodeSet { kNone, kFp8, kDefault, kAll };
 MmaDecodeSet mma_decode_set() {
   static const MmaDecodeSet set = [] {
     const char* e = std::getenv("DUET_MATVEC_MMA");
-    if (e == nullptr || std::strcmp(e, "fp8") == 0) return MmaDecodeSet::kFp8;
+    if (e == nullptr) return MmaDecodeSet::kDefault;
+    if (std::strcmp(e, "fp8") == 0) return MmaDecodeSet::kFp8;
     if (std::strcmp(e, "all") == 0) return MmaDecodeSet::kAll;
     return MmaDecodeSet::kNone;
   }();
@@ -264,7 +268,7 @@ struct MatmulContext::Impl {
   }
 
   // The tensor-core decode kernel for w (native path, sm_80+), or false: the float kernels.
-  bool mma_decode_kind(const DeviceMatrix& w, kernels::MatvecMmaKind* kind) const {
+  bool mma_decode_kind(const DeviceMatrix& w, int n, kernels::MatvecMmaKind* kind) const {
     using K = kernels::MatvecMmaKind;
     const MmaDecodeSet set = mma_decode_set();
     if (set == MmaDecodeSet::kNone || dev.path != KernelPath::kNative || dev.sm < 80) return false;
@@ -274,8 +278,11 @@ struct MatmulContext::Impl {
                 : dev.use_fp8() && !fp8_soft_cvt_forced() ? K::kFp8Hw
                                                           : K::kFp8Soft;
         break;
-      case DType::kF16: *kind = K::kF16; if (set != MmaDecodeSet::kAll) return false; break;
-      case DType::kBF16: *kind = K::kBf16; if (set != MmaDecodeSet::kAll) return false; break;
+      case DType::kF16:
+      case DType::kBF16:
+        *kind = w.dtype == DType::kF16 ? K::kF16 : K::kBf16;
+        if (set == MmaDecodeSet::kFp8 || (set == MmaDecodeSet::kDefault && n < 2)) return false;
+        break;
       default: return false;
     }
     return kernels::matvec_mma_fits(w, *kind);
@@ -573,7 +580,7 @@ void MatmulContext::matmul(const DeviceMatrix& w, const float* x, int64_t ldx, i
         xr = m.xs.as<float>();
       }
       kernels::MatvecMmaKind kind;
-      if (m.mma_decode_kind(w, &kind))
+      if (m.mma_decode_kind(w, n_tokens, &kind))
         kernels::launch_matvec_mma(w, kind, xr, ldr, n_tokens, y, ldy, accumulate, pdl_ok, stream);
       else
         kernels::launch_matvec_float(w, xr, ldr, n_tokens, y, ldy, m.dev.use_fp8(), accumulate, pdl_ok, stream);
@@ -641,10 +648,10 @@ bool MatmulContext::matmul_fp8_rows(const DeviceMatrix& w, int n_tokens, float* 
 
 const DeviceInfo& MatmulContext::device() const { return impl_->dev; }
 
-MatmulContext::DecodeInput MatmulContext::decode_input(const DeviceMatrix& w) const {
+MatmulContext::DecodeInput MatmulContext::decode_input(const DeviceMatrix& w, int n_tokens) const {
   if (kernels::is_block_quant(w.dtype)) return DecodeInput::kInt8;
   kernels::MatvecMmaKind kind;
-  if (!impl_->mma_decode_kind(w, &kind)) return DecodeInput::kFloat;
+  if (!impl_->mma_decode_kind(w, n_tokens, &kind)) return DecodeInput::kFloat;
   switch (kind) {
     case kernels::MatvecMmaKind::kBf16: return DecodeInput::kBf16;
     case kernels::MatvecMmaKind::kFp8Native: return DecodeInput::kE4M3;

@@ -92,11 +92,12 @@ class MatmulContext {
   const DeviceInfo& device() const;
   Fp8Mode fp8_mode() const;  // the resolved mode (never kAuto)
 
-  // How a decode product (1-8 rows) of w rounds its float activations: not at all (float
-  // kernels), to int8 per 32 values (block-quantized weights), to F16 or BF16 (tensor-core decode
-  // of FP8 weight-only / F16 / BF16), or to E4M3 per token and 64 columns (native FP8 decode).
+  // How a decode product (1-8 rows) of w and n_tokens rows rounds its float activations: not at
+  // all (float kernels), to int8 per 32 values (block-quantized weights), to F16 or BF16
+  // (tensor-core decode of FP8 weight-only / F16 / BF16), or to E4M3 per token and 64 columns
+  // (native FP8 decode).
   enum class DecodeInput { kFloat, kInt8, kF16, kBf16, kE4M3 };
-  DecodeInput decode_input(const DeviceMatrix& w) const;
+  DecodeInput decode_input(const DeviceMatrix& w, int n_tokens) const;
 
  private:
   struct Impl;

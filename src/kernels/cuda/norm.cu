@@ -66,7 +66,8 @@ __device__ __forceinline__ double block_sum_d(double v, double* red) {
 
 // T threads per row and R values per thread in registers: (kNormBig, kNormRegs) for a few rows
 // (decode), (256, 16) for prompts, where 1024-thread blocks of ~4 values per thread spent their
-// time in the block reduction (eager profile, 2026-11-30: ~60 us per 2048 x 3584 norm, ~1 TB/s).
+// time in the block reduction. Eager profile of a qwen2-7b 2048-token FP8 prompt on the H200
+// (2026-11-30): norms 2.9 ms per forward against 3.4 ms with the 1024-thread blocks.
 template <int T = kNormBig, int R = kNormRegs>
 __global__ void __launch_bounds__(T) rms_norm_block_kernel(float* x, int64_t ldx, const float* res, const float* w,
                                                            float eps, int64_t n, float* y, int64_t ldy) {
