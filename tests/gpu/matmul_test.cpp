@@ -153,6 +153,22 @@ void reference(const HostMatrix& m, const std::vector<float>& x, int64_t ldx, in
   for (auto& t : th) t.join();
 }
 
+// ||y - ref|| / ||ref|| over the n token rows of y (rows ldy apart) and the worst per-element
+// |y - ref| / sum_c |w x| (a NaN or infinity in y counts as an infinite error).
+std::pair<double, double> product_errors(const std::vector<float>& y, int64_t ldy, const std::vector<double>& yref,
+                                         const std::vector<double>& l1, int n, int64_t rows) {
+  double e2 = 0, r2 = 0, worst = 0;
+  for (int t = 0; t < n; ++t)
+    for (int64_t r = 0; r < rows; ++r) {
+      const double ref = yref[t * rows + r], got = y[t * ldy + r];
+      const double err = std::isfinite(got) ? std::fabs(got - ref) : INFINITY;
+      e2 += err * err;
+      r2 += ref * ref;
+      worst = std::max(worst, err / l1[t * rows + r]);
+    }
+  return {std::sqrt(e2 / r2), worst};
+}
+
 struct Path {
   const char* name;
   KernelPath path;
@@ -240,16 +256,7 @@ TEST_P(MatmulParity, MatchesCpuReference) {
         ctx.matmul(wr->m, dx, ldx, n, dy, ldy, stream);
         ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
         ASSERT_EQ(cudaMemcpy(y.data(), dy, static_cast<size_t>(n) * ldy * 4, cudaMemcpyDeviceToHost), cudaSuccess);
-        double e2 = 0, r2 = 0, worst = 0;
-        for (int t = 0; t < n; ++t)
-          for (int64_t r = 0; r < rows; ++r) {
-            const double ref = yref[t * rows + r], got = y[t * ldy + r];
-            const double err = std::isfinite(got) ? std::fabs(got - ref) : INFINITY;
-            e2 += err * err;
-            r2 += ref * ref;
-            worst = std::max(worst, err / l1[t * rows + r]);
-          }
-        const double rel = std::sqrt(e2 / r2);
+        const auto [rel, worst] = product_errors(y, ldy, yref, l1, n, rows);
         const Tol tol = tolerance(c, p, dev, n, ctx.decode_input(wr->m, n));
         std::printf("  %-12s %-18s %4lld x %-5lld n=%-4d norm %.2e (<= %.0e)  elem %.2e (<= %.0e)\n", c.name, p.name,
                     (long long)rows, (long long)cols, n, rel, tol.norm, worst, tol.elem);
@@ -346,16 +353,7 @@ TEST(MatvecMma, EveryKindMatchesReference) {
         kernels::launch_matvec_mma(wr->m, kc.kind, dx, ldx, n, dy, ldy, false, false, stream);
         ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
         ASSERT_EQ(cudaMemcpy(y.data(), dy, y.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
-        double e2 = 0, r2 = 0, worst = 0;
-        for (int t = 0; t < n; ++t)
-          for (int64_t r = 0; r < rows; ++r) {
-            const double ref = yref[t * rows + r], got = y[t * ldy + r];
-            const double err = std::isfinite(got) ? std::fabs(got - ref) : INFINITY;
-            e2 += err * err;
-            r2 += ref * ref;
-            worst = std::max(worst, err / l1[t * rows + r]);
-          }
-        const double rel = std::sqrt(e2 / r2);
+        const auto [rel, worst] = product_errors(y, ldy, yref, l1, n, rows);
         std::printf("  %-20s %5lld x %-5lld n=%d norm %.2e (<= %.0e)  elem %.2e (<= %.0e)\n", kc.c.name,
                     (long long)rows, (long long)cols, n, rel, kc.tol.norm, worst, kc.tol.elem);
         EXPECT_LE(rel, kc.tol.norm) << kc.c.name << " " << rows << "x" << cols << " n=" << n;

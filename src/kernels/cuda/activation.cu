@@ -95,7 +95,7 @@ __global__ void __launch_bounds__(kFp8Threads) gated_activation_fp8_rows_kernel(
                                                                                 const float* up, int64_t ldi,
                                                                                 int64_t n, int64_t n8, uint8_t* out,
                                                                                 int64_t ldo, float* scales) {
-  __shared__ float red[kFp8Threads / 32];
+  __shared__ float red[32];
   const int64_t r = blockIdx.x;
   float v[kFp8Regs];
   float m = 0.f;
@@ -105,18 +105,7 @@ __global__ void __launch_bounds__(kFp8Threads) gated_activation_fp8_rows_kernel(
     v[k] = i < n ? gated_value(mode, gate[r * ldi + i], up[r * ldi + i], r * n + i >= n8) : 0.f;
     m = fmaxf(m, fabsf(v[k]));
   }
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    m = threadIdx.x < kFp8Threads / 32 ? red[threadIdx.x] : 0.f;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    if (threadIdx.x == 0) red[0] = m;
-  }
-  __syncthreads();
-  const float amax = red[0];
+  const float amax = detail::block_max(m, red);
   const float inv = amax > 0.f ? 448.f / amax : 1.f;
   if (threadIdx.x == 0) scales[r] = amax > 0.f ? amax / 448.f : 1.f;
   uint8_t* o = out + r * ldo;

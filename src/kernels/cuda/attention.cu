@@ -1350,12 +1350,13 @@ bool env_wants_generic_prompt() {
   return v;
 }
 
-// Whether the current device can run attention_prompt_mma_kernel: compute capability >= 8.0 and
-// the kernel's code built for it (not JIT-compiled from sm_70 PTX, where its body is a trap).
-// Queried once per device (bit = device), on its first launch: outside graph capture, like the
-// shared-memory opt-ins.
-bool device_has_mma_prompt() {
-  static std::atomic<uint64_t> known{0}, ok{0};
+// Whether the current device has compute capability >= min_major and `kernel`'s code was built
+// for it (ptxVersion >= min_ptx: not JIT-compiled from older PTX). Cached per device in the
+// caller's pair of bit sets (bit = device ordinal); the first query of a device must happen
+// outside graph capture, like the shared-memory opt-ins.
+template <typename Kernel>
+bool device_runs(Kernel* kernel, int min_major, int min_ptx, std::atomic<uint64_t>& known,
+                 std::atomic<uint64_t>& ok) {
   int dev = 0;
   DUET_CUDA_CHECK(cudaGetDevice(&dev));
   const uint64_t bit = uint64_t{1} << (dev & 63);
@@ -1363,11 +1364,18 @@ bool device_has_mma_prompt() {
     int major = 0;
     DUET_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
     cudaFuncAttributes fa{};
-    DUET_CUDA_CHECK(cudaFuncGetAttributes(&fa, attention_prompt_mma_kernel<128, 4, 3>));
-    if (major >= 8 && fa.ptxVersion >= 80) ok.fetch_or(bit, std::memory_order_release);
+    DUET_CUDA_CHECK(cudaFuncGetAttributes(&fa, kernel));
+    if (major >= min_major && fa.ptxVersion >= min_ptx) ok.fetch_or(bit, std::memory_order_release);
     known.fetch_or(bit, std::memory_order_release);
   }
   return ok.load(std::memory_order_acquire) & bit;
+}
+
+// Whether the current device can run attention_prompt_mma_kernel (sm_80+ code; built for sm_70
+// its body is a trap). Queried on the device's first launch.
+bool device_has_mma_prompt() {
+  static std::atomic<uint64_t> known{0}, ok{0};
+  return device_runs(attention_prompt_mma_kernel<128, 4, 3>, 8, 80, known, ok);
 }
 
 // Tuning knob, read once per process: DUET_ATTN_MMA_VARIANT picks the block shape of the
@@ -1470,23 +1478,11 @@ void launch_by_dim(const AttnArgs& a, int n_tokens, int n_seqs, int max_seq_toke
   }
 }
 
-// Whether the merge may be launched programmatically on the current device: compute capability
-// >= 9.0 and the merge kernel's code built for it (its pdl_wait is compiled only for sm_90+).
-// Queried once per device on its first launch (outside graph capture), like device_has_mma_prompt.
+// Whether the merge may be launched programmatically on the current device: sm_90+ code (its
+// pdl_wait is compiled only for sm_90+). Queried on the device's first launch.
 bool device_has_merge_pdl() {
   static std::atomic<uint64_t> known{0}, ok{0};
-  int dev = 0;
-  DUET_CUDA_CHECK(cudaGetDevice(&dev));
-  const uint64_t bit = uint64_t{1} << (dev & 63);
-  if (!(known.load(std::memory_order_acquire) & bit)) {
-    int major = 0;
-    DUET_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-    cudaFuncAttributes fa{};
-    DUET_CUDA_CHECK(cudaFuncGetAttributes(&fa, attention_merge_kernel));
-    if (major >= 9 && fa.ptxVersion >= 90) ok.fetch_or(bit, std::memory_order_release);
-    known.fetch_or(bit, std::memory_order_release);
-  }
-  return ok.load(std::memory_order_acquire) & bit;
+  return device_runs(attention_merge_kernel, 9, 90, known, ok);
 }
 
 // The merge launch is programmatic where the device allows it, short splits are on, and

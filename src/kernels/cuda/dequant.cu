@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "base/check.h"
+#include "kernels/cuda/common.cuh"
 #include "kernels/cuda/quant_kernels.cuh"
 #include "kernels/cuda/quant_types.cuh"
 #include "runtime/cuda_check.h"
@@ -131,18 +132,7 @@ __global__ void quantize_act_fp8_rows_kernel(const float* __restrict__ x, int64_
   const float* xr = x + t * ldx;
   float m = 0.f;
   for (int64_t c = threadIdx.x; c < k; c += blockDim.x) m = fmaxf(m, fabsf(xr[c]));
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    m = threadIdx.x < (blockDim.x >> 5) ? red[threadIdx.x] : 0.f;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    if (threadIdx.x == 0) red[0] = m;
-  }
-  __syncthreads();
-  const float amax = red[0];
+  const float amax = detail::block_max(m, red);
   const float inv = amax > 0.f ? 448.f / amax : 1.f;
   if (threadIdx.x == 0) scales[t] = amax > 0.f ? amax / 448.f : 1.f;
   uint8_t* o = out + t * ldo;
