@@ -7,7 +7,8 @@
 #   3. `duet bench` on them (tg128, pp512, pp2048; decode steps of 1 and 32 sequences for Q4_K_M),
 #      an eager per-op profile of one Q4_K_M and one BF16 decode, FP8 weight-only and native
 #      (BENCH_SET picks files, AB_ENV repeats them under a knob setting, PROFILE_PROMPT=1 adds
-#      eager per-op profiles of a 2048-token FP8 native and BF16 prompt);
+#      eager per-op profiles of a 2048-token FP8 native and BF16 prompt; NCU_PROMPT=1 adds every
+#      kernel's time in one 512-token prompt under ncu);
 #   4. llama.cpp on the same Q4_K_M and BF16 files (LLAMA_FILES) when LLAMA_TAR names a packed llama_cpp package
 #      (the CUDA build of llama-cpp-python, see scripts/ref/llamacpp_gpu_bench.py), same run;
 #   5. whole-model parity of the qwen2-7b Q4_K_M file against duet's CPU backend (PARITY=0 skips).
@@ -129,6 +130,30 @@ for r in rows[hdr + 2:]:
           "l1%", col(r, "l1tex__throughput.avg.pct_of_peak_sustained_active"), "sm%", col(r, "sm__throughput.avg.pct_of_peak_sustained_elapsed"),
           "warps%", col(r, "sm__warps_active.avg.pct_of_peak_sustained_active"), "grid", col(r, "launch__grid_size"), "blk", col(r, "launch__block_size"),
           "regs", col(r, "launch__registers_per_thread"), "MB", col(r, "dram__bytes_read.sum"))
+PY
+  done
+fi
+if [ "${NCU_PROMPT:-0}" = 1 ] && command -v ncu >/dev/null; then  # every kernel of one 512-token prompt, BF16 and FP8 native
+  echo "== ncu: kernels of one pp512 forward (BF16, FP8 native)"
+  for spec in "q7-bf16.gguf" "q7-fp8ch --fp8 native"; do
+    set -- $spec
+    timeout 200 ncu --clock-control none --csv --page raw --metrics gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__throughput.avg.pct_of_peak_sustained_elapsed \
+      "$duet" bench -m "$work/$1" -p 512 -n 0 -r 1 --no-graphs "${@:2}" >"$out/ncu-pp-$1.csv" 2>"$out/ncu-pp-$1.err"
+    python3 - "$out/ncu-pp-$1.csv" <<'PY' | head -30
+import csv, sys, collections
+rows = list(csv.reader(open(sys.argv[1])))
+hdr = next((i for i, r in enumerate(rows) if r and r[0] == "ID"), None)
+if hdr is None:
+    print("no ncu rows"); sys.exit()
+h = rows[hdr]
+t = collections.OrderedDict()
+for r in rows[hdr + 2:]:
+    name = r[h.index("Kernel Name")][:70]
+    us = float(r[h.index("gpu__time_duration.sum")].replace(",", "")) / 1e3
+    n, tot = t.get(name, (0, 0.0))
+    t[name] = (n + 1, tot + us)
+for name, (n, tot) in sorted(t.items(), key=lambda kv: -kv[1][1]):
+    print(f"{tot:10.1f} us  {n:4d} calls  {name}")
 PY
   done
 fi
