@@ -1,7 +1,9 @@
 // matmul.h: uploading weight matrices into the device layouts of quant_types.cuh, and the
-// MatmulContext that picks a path per call: decode kernels for n_tokens <= 8 (quant_matvec.cu),
-// otherwise cuBLAS GEMMs on F16/BF16 (weights dequantized into a workspace in row chunks), F32
-// (TF32 on the native path), or cuBLASLt FP8 (E4M3 x E4M3, per-tensor or per-row weight scales).
+// MatmulContext that picks a path per call: decode kernels for n_tokens <= 8 (quant_matvec.cu;
+// matvec_mma.cu for FP8, and F16/BF16 from 2 rows, on sm_80+), the quantized MMA kernel for 9-64
+// rows (quant_mma.cu), otherwise cuBLAS GEMMs on F16/BF16 (weights dequantized into a workspace
+// in row chunks), F32 (TF32 on the native path), or cuBLASLt FP8 (E4M3 x E4M3, per-token
+// activation and per-tensor or per-row weight scales).
 // Host code; everything it launches goes on the caller's stream.
 #include "kernels/cuda/matmul.h"
 
@@ -407,9 +409,6 @@ struct MatmulContext::Impl {
     return false;
   }
 
-  // Native FP8 prompt path; false when cuBLASLt runs no kernel (the caller falls back). Tries, in
-  // order: float32 out with scale pointers; float32 out without them (scales applied by a second
-  // kernel); BF16 out tiles with scale pointers. The first that runs is kept (lt_variant).
   // The product on activations already quantized per row into xh / xscales (variant 0 only).
   bool fp8_rows(const DeviceMatrix& w, int n, float* y, int64_t ldy, cudaStream_t s) {
     const int64_t kp = round_up(w.n_cols, 16);
@@ -419,6 +418,12 @@ struct MatmulContext::Impl {
     return p.ok && lt_run(p, "f32, outer-vector scales", w.data, xh.data(), y, w.fp8_scales, xscales.as<float>(), s);
   }
 
+  // Native FP8 prompt path; false when cuBLASLt runs no kernel (the caller falls back). Tries, in
+  // order: (0) x quantized per token row, the per-token and per-row (or per-tensor) scales inside
+  // the GEMM (outer-vector scale mode), float32 out; then with one activation scale for the
+  // batch: (1) float32 out with scale pointers, (2) float32 out without them (scales applied by
+  // a second kernel), (3) BF16 out tiles with scale pointers. The first that runs is kept
+  // (lt_variant).
   bool fp8_native(const DeviceMatrix& w, const float* x, int64_t ldx, int n, float* y, int64_t ldy, cudaStream_t s) {
     if (lt_variant < 0) return false;
     const int64_t kp = round_up(w.n_cols, 16);

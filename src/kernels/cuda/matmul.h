@@ -2,7 +2,8 @@
 // BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K, FP8 E4M3 with its scales), plus the embedding
 // lookup (rows of the same matrices). Launchers pick the variant:
 //   - n_tokens <= 8: a decode kernel reading the quantized blocks directly (dequant fused;
-//     memory-bound: expect >= 70% of HBM bandwidth on a 7B-shaped matrix);
+//     memory-bound: expect >= 70% of HBM bandwidth on a 7B-shaped matrix); FP8 (and F16/BF16
+//     from 2 rows) on sm_80+ through the tensor-core decode kernel (kernels/cuda/matvec_mma.h);
 //   - more rows: a tensor-core path (dequantize tiles to F16/BF16 and cuBLAS(Lt), or fused MMA);
 //   - FP8 checkpoints: native FP8 tensor cores (sm_89+, Fp8Mode::kNative) or weight-only (FP8
 //     read as 1 byte per weight and turned into F16 in registers, any card).

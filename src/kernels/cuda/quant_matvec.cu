@@ -4,8 +4,10 @@
 // sums), and each 32-weight chunk is one pair of 4-dp4a chains per token, the weight's scale and
 // offset applied per half chunk in float; Q4_K and Q6_K have their own kernel (several rows per
 // warp sharing each activation load). F32/F16/BF16 weights: converted to float in registers,
-// activations read as float; FP8 likewise, in 4-byte words, several rows per warp. On the native
-// sm_90 path the K-quant product is launched programmatically after the activation quantizer.
+// activations read as float; FP8 likewise, in 4-byte words, several rows per warp (on the
+// native path of sm_80+ cards MatmulContext sends FP8, and F16/BF16 batches of 2-8 rows, to the
+// tensor-core decode kernel of matvec_mma.cu instead). On the native sm_90 path the K-quant
+// product is launched programmatically after the activation quantizer.
 // Runs on the caller's stream; no allocation, no sync.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
