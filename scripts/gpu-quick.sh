@@ -47,7 +47,8 @@ if [ "${MODELS:-}" = all ]; then
 fi
 
 # GPU_TESTS: test executables by name; matmulbench = the matmul kernel benchmark, launcher
-# defaults only (DUET_MATMUL_BENCH_QUICK).
+# defaults only (DUET_MATMUL_BENCH_QUICK; with DUET_MATMUL_BENCH_MMA_SWEEP=1 in the environment it
+# adds the tensor-core decode kernel's tile/warp sweep).
 for t in ${GPU_TESTS:-ops matmul model}; do
   [ "$t" = none ] && continue
   exe=$bin/duet_gpu_$t

@@ -743,6 +743,36 @@ TEST(MatmulBench, DecodeAndPrompt) {
     }
   }
   std::printf("\ndecode summary (launcher defaults)\n%s", summary.c_str());
+  // DUET_MATMUL_BENCH_MMA_SWEEP=1: the tensor-core decode kernel (matvec_mma.cu) under every
+  // (tiles per CTA, warps x chunks in flight) setting of its knobs, FP8 at n = 1 and 8, BF16 at
+  // n = 2 and 8 (where MatmulContext gives it F16/BF16 products).
+  if (std::getenv("DUET_MATMUL_BENCH_MMA_SWEEP") != nullptr && dev.path == KernelPath::kNative && dev.sm >= 80) {
+    std::printf("\ntensor-core decode kernel sweep (DUET_MATVEC_MMA_MT x DUET_MATVEC_MMA_CFG)\n");
+    const DecodeType sweep_types[] = {{DType::kF8_E4M3, "FP8-wo", &ctx_wo, false},
+                                      {DType::kF8_E4M3, "FP8-nat", &ctx, false},
+                                      {DType::kBF16, "BF16", &ctx, false}};
+    for (const auto& bt : sweep_types) {
+      for (auto [rows, cols] : kQwenShapes) {
+        BenchMatrix b = make_bench(bt.dtype, rows, cols, pool, size_t{512} << 20);
+        for (int n : {1, 2, 8}) {
+          const bool bf16 = bt.dtype == DType::kBF16;
+          if ((bf16 && n == 1) || (!bf16 && n == 2)) continue;
+          for (const char* mt : {"1", "2"})
+            for (const char* cfg : {"0", "1", "2", "3"}) {
+              setenv("DUET_MATVEC_MMA_MT", mt, 1);
+              setenv("DUET_MATVEC_MMA_CFG", cfg, 1);
+              const double t = time_calls(*bt.ctx, b, x, n, y, 30, s);
+              const double gbs = b.bytes / t / 1e9;
+              std::printf("  %-7s %6lld x %-6lld n=%d  MT %s cfg %s  %8.1f us  %7.0f GB/s  %5.1f%%\n", bt.name,
+                          (long long)rows, (long long)cols, n, mt, cfg, t * 1e6, gbs, 100 * gbs / kHbmGBs);
+            }
+          unsetenv("DUET_MATVEC_MMA_MT");
+          unsetenv("DUET_MATVEC_MMA_CFG");
+        }
+        free_bench(b);
+      }
+    }
+  }
   // The K-quant kernels without programmatic dependent launch after the activation quantizer
   // (DUET_MATVEC_PDL=0; the launchers use it by default on the native sm_90 path).
   if (dev.path == KernelPath::kNative && dev.sm >= 90 && std::getenv("DUET_MATMUL_BENCH_QUICK") == nullptr) {
