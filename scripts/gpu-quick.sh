@@ -118,20 +118,7 @@ if [ "${NCU:-0}" = 1 ] && command -v ncu >/dev/null; then  # hardware counters o
   for f in q7-q4km.gguf q7-fp8ch; do
     timeout 150 ncu --clock-control none --csv --page raw --metrics "$m" -k 'regex:matvec|norm|gated|qkv_rope|attention' \
       -c 40 "$duet" bench -m "$work/$f" -p 0 -n 2 -r 1 --no-graphs --fp8 weight-only >"$out/ncu-$f.csv" 2>"$out/ncu-$f.err"
-    python3 - "$out/ncu-$f.csv" <<'PY' | head -45
-import csv, sys
-rows = list(csv.reader(open(sys.argv[1])))
-hdr = next((i for i, r in enumerate(rows) if r and r[0] == "ID"), None)
-if hdr is None:
-    print("no ncu rows"); sys.exit()
-h = rows[hdr]
-col = lambda r, name: r[h.index(name)] if name in h else "-"
-for r in rows[hdr + 2:]:
-    print(col(r, "Kernel Name")[:60], "t_us", col(r, "gpu__time_duration.sum"), "dram%", col(r, "dram__throughput.avg.pct_of_peak_sustained_elapsed"),
-          "l1%", col(r, "l1tex__throughput.avg.pct_of_peak_sustained_active"), "sm%", col(r, "sm__throughput.avg.pct_of_peak_sustained_elapsed"),
-          "warps%", col(r, "sm__warps_active.avg.pct_of_peak_sustained_active"), "grid", col(r, "launch__grid_size"), "blk", col(r, "launch__block_size"),
-          "regs", col(r, "launch__registers_per_thread"), "MB", col(r, "dram__bytes_read.sum"))
-PY
+    python3 scripts/ncu_table.py "$out/ncu-$f.csv" | head -45
   done
 fi
 if [ "${NCU_PROMPT:-0}" = 1 ] && command -v ncu >/dev/null; then  # every kernel of one 512-token prompt, BF16 and FP8 native
@@ -140,22 +127,7 @@ if [ "${NCU_PROMPT:-0}" = 1 ] && command -v ncu >/dev/null; then  # every kernel
     set -- $spec
     timeout 200 ncu --clock-control none --csv --page raw --metrics gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__throughput.avg.pct_of_peak_sustained_elapsed \
       "$duet" bench -m "$work/$1" -p 512 -n 0 -r 1 --no-graphs "${@:2}" >"$out/ncu-pp-$1.csv" 2>"$out/ncu-pp-$1.err"
-    python3 - "$out/ncu-pp-$1.csv" <<'PY' | head -30
-import csv, sys, collections
-rows = list(csv.reader(open(sys.argv[1])))
-hdr = next((i for i, r in enumerate(rows) if r and r[0] == "ID"), None)
-if hdr is None:
-    print("no ncu rows"); sys.exit()
-h = rows[hdr]
-t = collections.OrderedDict()
-for r in rows[hdr + 2:]:
-    name = r[h.index("Kernel Name")][:70]
-    us = float(r[h.index("gpu__time_duration.sum")].replace(",", "")) / 1e3
-    n, tot = t.get(name, (0, 0.0))
-    t[name] = (n + 1, tot + us)
-for name, (n, tot) in sorted(t.items(), key=lambda kv: -kv[1][1]):
-    print(f"{tot:10.1f} us  {n:4d} calls  {name}")
-PY
+    python3 scripts/ncu_table.py "$out/ncu-pp-$1.csv" --sum | head -30
   done
 fi
 if [ -n "${LLAMA_TAR:-}" ] && [ -e "$LLAMA_TAR" ]; then
