@@ -2,13 +2,15 @@
 # $duet, $work and $out from the caller).
 
 # bench_file LABEL FILE [duet bench args...]: `duet bench` pp512 + tg128 (3 reps) and pp2048
-# (2 reps) on $work/FILE, one labelled JSON line each appended to $out/bench.jsonl.
+# (2 reps; BENCH_PP2048=0 skips it) on $work/FILE, one labelled JSON line each appended to
+# $out/bench.jsonl.
 bench_file() {
   local label=$1 f=$2
   shift 2
   [ -e "$work/$f" ] || { echo "missing $work/$f"; return; }
   "$duet" bench -m "$work/$f" -p 512 -n 128 -r 3 --json "$@" 2>>"$out/bench.err" |
     python3 -c "import json,sys; j=json.load(sys.stdin); j['label']='$label'; j['pp']=512; print(json.dumps(j))" >>"$out/bench.jsonl"
+  [ "${BENCH_PP2048:-1}" = 1 ] || return 0  # BENCH_PP2048=0: pp512 + tg128 only (quicker A/B runs)
   "$duet" bench -m "$work/$f" -p 2048 -n 0 -r 2 --json "$@" 2>>"$out/bench.err" |
     python3 -c "import json,sys; j=json.load(sys.stdin); j['label']='$label'; print(json.dumps(j))" >>"$out/bench.jsonl"
 }

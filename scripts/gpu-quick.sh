@@ -8,10 +8,13 @@
 #      an eager per-op profile of one Q4_K_M and one BF16 decode, FP8 weight-only and native
 #      (BENCH_SET picks files, AB_ENV repeats them under a knob setting, PROFILE_PROMPT=1 adds
 #      eager per-op profiles of a 2048-token FP8 native and BF16 prompt; NCU_PROMPT=1 adds every
-#      kernel's time in one 512-token prompt under ncu);
+#      kernel's time in one 512-token prompt under ncu; NCU_DECODE=1 the same for eager decode steps
+#      of BF16, Q4_K_M, FP8 weight-only and native, and Q4_K_M steps of 32 sequences; NCU_MMA=1 the
+#      speed-of-light, stall and occupancy sections of the quantized MMA kernel at 32 sequences);
 #   4. llama.cpp on the same Q4_K_M and BF16 files (LLAMA_FILES) when LLAMA_TAR names a packed llama_cpp package
 #      (the CUDA build of llama-cpp-python, see scripts/ref/llamacpp_gpu_bench.py), same run;
-#   5. whole-model parity of the qwen2-7b Q4_K_M file against duet's CPU backend (PARITY=0 skips).
+#   5. whole-model parity of the qwen2-7b Q4_K_M file (PARITY_FILES names others) against duet's
+#      CPU backend (PARITY=0 skips). PROFILES=0 skips step 3's eager per-op profiles.
 # Prints a table (scripts/gpu_report.py) at the end.
 # Usage: scripts/gpu-quick.sh BUNDLE.tar.xz OUT [WORK]
 set -uo pipefail
@@ -99,11 +102,11 @@ if [ -n "${AB_ENV:-}" ]; then
   (export $AB_ENV; bench_set " [$AB_ENV]")
 fi
 tail -5 "$out/bench.err"
-for f in q7-q4km.gguf q7-bf16.gguf; do  # where decode time goes, op by op (eager)
+[ "${PROFILES:-1}" = 1 ] && for f in q7-q4km.gguf q7-bf16.gguf; do  # where decode time goes, op by op (eager)
   DUET_CUDA_PROFILE=1 "$duet" bench -m "$work/$f" -p 0 -n 16 -r 1 2>>"$out/bench.err" >"$out/profile-$f.txt"
 done
 # ... and in decode steps of 32 sequences (eager)
-DUET_CUDA_PROFILE=1 "$duet" bench -m "$work/q7-q4km.gguf" -p 0 -n 0 -b 32 -r 1 2>>"$out/bench.err" >"$out/profile32-q7-q4km.txt"
+[ "${PROFILES:-1}" = 1 ] && DUET_CUDA_PROFILE=1 "$duet" bench -m "$work/q7-q4km.gguf" -p 0 -n 0 -b 32 -r 1 2>>"$out/bench.err" >"$out/profile32-q7-q4km.txt"
 if [ "${PROFILE_PROMPT:-0}" = 1 ]; then  # where a 2048-token prompt's time goes (eager), FP8 native vs BF16
   DUET_CUDA_PROFILE=1 "$duet" bench -m "$work/q7-fp8ch" -p 2048 -n 0 -r 1 --fp8 native 2>>"$out/bench.err" >"$out/profile-pp-fp8nat.txt"
   DUET_CUDA_PROFILE=1 "$duet" bench -m "$work/q7-bf16.gguf" -p 2048 -n 0 -r 1 2>>"$out/bench.err" >"$out/profile-pp-bf16.txt"
@@ -120,6 +123,25 @@ if [ "${NCU:-0}" = 1 ] && command -v ncu >/dev/null; then  # hardware counters o
       -c 40 "$duet" bench -m "$work/$f" -p 0 -n 2 -r 1 --no-graphs --fp8 weight-only >"$out/ncu-$f.csv" 2>"$out/ncu-$f.err"
     python3 scripts/ncu_table.py "$out/ncu-$f.csv" | head -45
   done
+fi
+if [ "${NCU_DECODE:-0}" = 1 ] && command -v ncu >/dev/null; then  # every kernel's time in eager decode steps
+  echo "== ncu: kernels of eager decode steps (one sequence: 3 steps; 32 sequences: the batch step runs)"
+  i=0
+  for spec in "q7-bf16.gguf -n 3" "q7-q4km.gguf -n 3" "q7-fp8ch -n 3 --fp8 weight-only" "q7-fp8ch -n 3 --fp8 native" "q7-q4km.gguf -n 0 -b 32"; do
+    set -- $spec
+    i=$((i + 1))
+    timeout 150 ncu --clock-control none --csv --page raw --metrics gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed \
+      -c ${NCU_DECODE_COUNT:-1200} "$duet" bench -m "$work/$1" -p 0 -r 1 --no-graphs "${@:2}" >"$out/ncu-dec$i.csv" 2>"$out/ncu-dec$i.err"
+    echo "-- $spec"
+    python3 scripts/ncu_table.py "$out/ncu-dec$i.csv" --sum | head -24
+  done
+fi
+if [ "${NCU_MMA:-0}" = 1 ] && command -v ncu >/dev/null; then  # why the batched-decode K-quant kernel is slow
+  echo "== ncu: quantized MMA kernel of a 32-sequence Q4_K_M decode step (speed of light, stalls, occupancy)"
+  timeout 200 ncu --clock-control none --section SpeedOfLight --section WarpStateStats --section Occupancy \
+    --section LaunchStats --section MemoryWorkloadAnalysis -k regex:matmul_mma_kernel --launch-skip 8 -c 4 \
+    "$duet" bench -m "$work/q7-q4km.gguf" -p 0 -n 0 -b 32 -r 1 --no-graphs >"$out/ncu-mma.txt" 2>"$out/ncu-mma.err"
+  grep -E "matmul_mma_kernel|Duration|Memory Throughput|DRAM Throughput|Compute \(SM\)|Stall|Achieved Occupancy|Theoretical Occupancy|Registers Per|Shared Memory Config|Block Limit|Grid Size|Warp Cycles Per Issued|Issued Warp|L2 Hit|L1/TEX Hit|Mem Busy|Max Bandwidth" "$out/ncu-mma.txt" | head -120
 fi
 if [ "${NCU_PROMPT:-0}" = 1 ] && command -v ncu >/dev/null; then  # every kernel of one 512-token prompt, BF16 and FP8 native
   echo "== ncu: kernels of one pp512 forward (BF16, FP8 native)"
@@ -141,8 +163,10 @@ if [ -n "${LLAMA_TAR:-}" ] && [ -e "$LLAMA_TAR" ]; then
     2>>"$out/llamacpp.err" | tee "$out/llamacpp.jsonl"
 fi
 if [ "${PARITY:-1}" = 1 ] && [ -x "$bin/duet_gpu_model" ]; then
-  echo "== whole-model parity, qwen2-7b Q4_K_M"
-  DUET_GPU_PARITY_MODELS=$work/q7-q4km.gguf timeout 240 "$bin/duet_gpu_model" --gtest_filter='Listed*' \
+  # PARITY_FILES: which of the qwen2-7b files (default the Q4_K_M one)
+  files=$(for f in ${PARITY_FILES:-q7-q4km.gguf}; do printf '%s,' "$work/$f"; done)
+  echo "== whole-model parity: ${PARITY_FILES:-q7-q4km.gguf}"
+  DUET_GPU_PARITY_MODELS=${files%,} timeout 300 "$bin/duet_gpu_model" --gtest_filter='Listed*' \
     >"$out/model_q7.log" 2>&1 || status=1
   grep -E '^\[parity\]|FAILED|PASSED' "$out/model_q7.log" | head -20
 fi

@@ -29,7 +29,7 @@ def main():
             n, tot = t.get(name, (0, 0.0))
             t[name] = (n + 1, tot + float(col(r, "gpu__time_duration.sum").replace(",", "")) / 1e3)
         for name, (n, tot) in sorted(t.items(), key=lambda kv: -kv[1][1]):
-            print(f"{tot:10.1f} us  {n:4d} calls  {name}")
+            print(f"{tot:10.1f} us  {n:4d} calls {tot / n:8.2f} us/call  {name}")
         return
     for r in rows[hdr + 2:]:
         print(col(r, "Kernel Name")[:60], *(f"{label} {col(r, name)}" for label, name in METRICS))
