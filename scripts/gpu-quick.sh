@@ -9,8 +9,8 @@
 #      (BENCH_SET picks files, AB_ENV repeats them under a knob setting, PROFILE_PROMPT=1 adds
 #      eager per-op profiles of a 2048-token FP8 native and BF16 prompt; NCU_PROMPT=1 adds every
 #      kernel's time in one 512-token prompt under ncu; NCU_DECODE=1 the same for eager decode steps
-#      of BF16, Q4_K_M, FP8 weight-only and native, and Q4_K_M steps of 32 sequences; NCU_MMA=1 the
-#      speed-of-light, stall and occupancy sections of the quantized MMA kernel at 32 sequences);
+#      of BF16, Q4_K_M, FP8 weight-only and native, and Q4_K_M steps of 32 sequences; NCU_DEEP /
+#      NCU_MMA=1 the speed-of-light, stall and occupancy sections of chosen kernels, see below);
 #   4. llama.cpp on the same Q4_K_M and BF16 files (LLAMA_FILES) when LLAMA_TAR names a packed llama_cpp package
 #      (the CUDA build of llama-cpp-python, see scripts/ref/llamacpp_gpu_bench.py), same run;
 #   5. whole-model parity of the qwen2-7b Q4_K_M file (PARITY_FILES names others) against duet's
@@ -136,12 +136,25 @@ if [ "${NCU_DECODE:-0}" = 1 ] && command -v ncu >/dev/null; then  # every kernel
     python3 scripts/ncu_table.py "$out/ncu-dec$i.csv" --sum | head -24
   done
 fi
-if [ "${NCU_MMA:-0}" = 1 ] && command -v ncu >/dev/null; then  # why the batched-decode K-quant kernel is slow
-  echo "== ncu: quantized MMA kernel of a 32-sequence Q4_K_M decode step (speed of light, stalls, occupancy)"
-  timeout 200 ncu --clock-control none --section SpeedOfLight --section WarpStateStats --section Occupancy \
-    --section LaunchStats --section MemoryWorkloadAnalysis -k regex:matmul_mma_kernel --launch-skip 8 -c 4 \
-    "$duet" bench -m "$work/q7-q4km.gguf" -p 0 -n 0 -b 32 -r 1 --no-graphs >"$out/ncu-mma.txt" 2>"$out/ncu-mma.err"
-  grep -E "matmul_mma_kernel|Duration|Memory Throughput|DRAM Throughput|Compute \(SM\)|Stall|Achieved Occupancy|Theoretical Occupancy|Registers Per|Shared Memory Config|Block Limit|Grid Size|Warp Cycles Per Issued|Issued Warp|L2 Hit|L1/TEX Hit|Mem Busy|Max Bandwidth" "$out/ncu-mma.txt" | head -120
+# Deep ncu sections (speed of light, warp stalls, occupancy, memory) of chosen kernels: NCU_DEEP
+# lists "kernel-regex;bench args" specs separated by "|" (e.g. 'matvec_mma;q7-fp8ch -p 0 -n 2 --fp8
+# weight-only'); NCU_MMA=1 adds the quantized MMA kernel of a 32-sequence Q4_K_M step.
+deep=${NCU_DEEP:-}
+[ "${NCU_MMA:-0}" = 1 ] && deep="${deep:+$deep|}matmul_mma_kernel;q7-q4km.gguf -p 0 -n 0 -b 32"
+if [ -n "$deep" ] && command -v ncu >/dev/null; then
+  i=0
+  IFS='|' read -ra specs <<<"$deep"
+  for spec in "${specs[@]}"; do
+    i=$((i + 1))
+    kre=${spec%%;*}
+    set -- ${spec#*;}
+    echo "== ncu sections: $kre in duet bench -m $*"
+    timeout 200 ncu --clock-control none --section SpeedOfLight --section WarpStateStats --section Occupancy \
+      --section LaunchStats --section MemoryWorkloadAnalysis -k "regex:$kre" --launch-skip 8 -c 4 \
+      "$duet" bench -m "$work/$1" -r 1 --no-graphs "${@:2}" >"$out/ncu-deep$i.txt" 2>"$out/ncu-deep$i.err"
+    grep -E "$kre|Duration|DRAM Throughput|Compute \(SM\)|Stall|Achieved Occupancy|Theoretical Occupancy|Registers Per|Block Limit (Reg|Shared)|Grid Size|Warp Cycles Per Issued|L2 Hit|Mem Busy" \
+      "$out/ncu-deep$i.txt" | head -80
+  done
 fi
 if [ "${NCU_PROMPT:-0}" = 1 ] && command -v ncu >/dev/null; then  # every kernel of one 512-token prompt, BF16 and FP8 native
   echo "== ncu: kernels of one pp512 forward (BF16, FP8 native)"
