@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets of tests/fuzz with clang (ASan + UBSan) in build-fuzzer/ and runs
 # each for N seconds from its seed corpus.
-#   scripts/fuzz.sh [seconds=60] [target...]      targets: fuzz_gguf fuzz_safetensors (default all)
+#   scripts/fuzz.sh [seconds=60] [target...]      targets: fuzz_gguf fuzz_safetensors
+#                                                  fuzz_chat_template (default all)
 # Env: FUZZ_BUILD (build dir, default build-fuzzer), FUZZ_JOBS (ninja -j, default 2).
 # New coverage goes to $FUZZ_BUILD/corpus/<target>; tests/fuzz/corpus stays untouched. A crash is
 # saved as $FUZZ_BUILD/crashes/<target>/crash-*: fix the parser, then copy the input into
@@ -13,7 +14,7 @@ cd "$(dirname "$0")/.."
 SECONDS_PER_TARGET=${1:-60}
 shift || true
 TARGETS=("$@")
-[ ${#TARGETS[@]} -eq 0 ] && TARGETS=(fuzz_gguf fuzz_safetensors)
+[ ${#TARGETS[@]} -eq 0 ] && TARGETS=(fuzz_gguf fuzz_safetensors fuzz_chat_template)
 BUILD=${FUZZ_BUILD:-build-fuzzer}
 JOBS=${FUZZ_JOBS:-2}
 
@@ -30,10 +31,12 @@ for t in "${TARGETS[@]}"; do
   mkdir -p "$work" "$crashes"
   dict=()
   [ -f "tests/fuzz/$t.dict" ] && dict=(-dict="tests/fuzz/$t.dict")
+  seeds=("tests/fuzz/corpus/$t")
+  [ "$t" = fuzz_chat_template ] && seeds+=(tests/data/chat_template/templates)  # the real templates
   echo "== $t: ${SECONDS_PER_TARGET}s"
   # The first directory receives new inputs; the seed and regression directories are read only.
   # -rss_limit_mb/-malloc_limit_mb: an allocation the input cannot back is a finding too.
-  if ! "$BUILD/tests/fuzz/$t" "$work" "tests/fuzz/corpus/$t" tests/fuzz/corpus/regression "${dict[@]}" \
+  if ! "$BUILD/tests/fuzz/$t" "$work" "${seeds[@]}" tests/fuzz/corpus/regression "${dict[@]}" \
       -max_total_time="$SECONDS_PER_TARGET" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=1024 \
       -max_len=65536 -print_final_stats=1 -artifact_prefix="$crashes/" 2>"$BUILD/$t.log"; then
     status=1

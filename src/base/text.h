@@ -16,9 +16,8 @@ inline bool ends_with(const std::string& s, const char* suffix) {
 }
 
 // A name read from a file, fit for a one-line error message: control bytes are escaped and long
-// names cut, so a hostile name can neither split nor flood the message.
-inline std::string printable(const std::string& s) {
-  constexpr size_t kMaxShown = 120;
+// names cut (after kMaxShown bytes), so a hostile name can neither split nor flood the message.
+inline std::string printable(const std::string& s, size_t kMaxShown = 120) {
   std::string out;
   for (size_t i = 0; i < s.size() && i < kMaxShown; ++i) {
     unsigned char ch = static_cast<unsigned char>(s[i]);

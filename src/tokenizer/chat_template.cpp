@@ -5,6 +5,7 @@
 
 #include <new>
 
+#include "base/text.h"
 #include "tokenizer/jinja_interp.h"
 #include "tokenizer/jinja_parser.h"
 
@@ -12,21 +13,27 @@ namespace duet {
 
 namespace {
 
+// Error messages quote the template's own text (tokens, raise_exception's argument, values), which
+// comes from the model file: control bytes are escaped and the quote cut at kMaxErrorText bytes,
+// so that a message stays one line of bounded length.
+constexpr size_t kMaxErrorText = 1000;
+
 Status to_status(const jinja::JinjaError& e, const char* stage) {
   using jinja::ErrorKind;
   std::string where = e.line > 0 && e.message().find("(line ") == std::string::npos
                           ? " (line " + std::to_string(e.line) + ")"
                           : "";
+  const std::string msg = printable(e.message(), kMaxErrorText);
   switch (e.kind()) {
-    case ErrorKind::kSyntax: return invalid_argument(std::string("chat template syntax error: ") + e.message());
-    case ErrorKind::kRaised: return invalid_argument("raise_exception: " + e.message());
-    case ErrorKind::kLimit: return out_of_range(std::string("chat template ") + stage + " limit: " + e.message() + where);
-    case ErrorKind::kUnsupported: return unsupported("chat template: " + e.message() + where);
-    case ErrorKind::kUndefined: return invalid_argument("chat template undefined value: " + e.message() + where);
-    case ErrorKind::kSecurity: return invalid_argument("chat template sandbox violation: " + e.message() + where);
-    case ErrorKind::kType: return invalid_argument("chat template error: " + e.message() + where);
+    case ErrorKind::kSyntax: return invalid_argument(std::string("chat template syntax error: ") + msg);
+    case ErrorKind::kRaised: return invalid_argument("raise_exception: " + msg);
+    case ErrorKind::kLimit: return out_of_range(std::string("chat template ") + stage + " limit: " + msg + where);
+    case ErrorKind::kUnsupported: return unsupported("chat template: " + msg + where);
+    case ErrorKind::kUndefined: return invalid_argument("chat template undefined value: " + msg + where);
+    case ErrorKind::kSecurity: return invalid_argument("chat template sandbox violation: " + msg + where);
+    case ErrorKind::kType: return invalid_argument("chat template error: " + msg + where);
   }
-  return invalid_argument(e.message());
+  return invalid_argument(msg);
 }
 
 }  // namespace

@@ -4,6 +4,9 @@
 // concurrent rendering of one parsed template.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -133,6 +136,37 @@ TEST(ChatTemplateSemantics, Macros) {
   EXPECT_TRUE(fails("{% macro m() %}{% endmacro %}{{ m(1) }}"));
 }
 
+// The fuzzer's seeds and crash regressions (tests/fuzz/corpus/fuzz_chat_template, .../regression)
+// and the real templates: parse and render never crash, and every failure is one line.
+TEST(ChatTemplateSemantics, FuzzCorpusNeverCrashes) {
+  namespace fs = std::filesystem;
+  const fs::path src(DUET_SOURCE_DIR);
+  const fs::path dirs[] = {src / "tests/fuzz/corpus/fuzz_chat_template", src / "tests/fuzz/corpus/regression",
+                           src / "tests/data/chat_template/templates"};
+  const Json ctx = Json::parse(R"({"messages": [{"role": "system", "content": "s"}, {"role": "user", "content":
+    "hi"}, {"role": "assistant", "content": "yo"}], "add_generation_prompt": true, "bos_token": "<s>"})");
+  int n = 0, rendered = 0;
+  for (const fs::path& d : dirs) {
+    ASSERT_TRUE(fs::is_directory(d)) << d;
+    for (const auto& e : fs::directory_iterator(d)) {
+      if (!e.is_regular_file()) continue;
+      std::ifstream f(e.path(), std::ios::binary);
+      const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+      auto t = ChatTemplate::parse(text);
+      auto r = t.is_ok() ? t.value()->render(ctx) : Result<std::string>(t.status());
+      if (!r.is_ok()) {
+        EXPECT_FALSE(r.status().message().empty()) << e.path();
+        EXPECT_EQ(r.status().message().find('\n'), std::string::npos) << e.path() << ": " << r.status().message();
+      } else {
+        ++rendered;
+      }
+      ++n;
+    }
+  }
+  EXPECT_GT(n, 20);
+  EXPECT_GT(rendered, 10);  // the real templates and most seeds render
+}
+
 TEST(ChatTemplateSemantics, ErrorsAreStatuses) {
   auto r = render_chat_template("{{ raise_exception('Only user and assistant roles are supported!') }}", Json::object());
   ASSERT_FALSE(r.is_ok());
@@ -142,6 +176,19 @@ TEST(ChatTemplateSemantics, ErrorsAreStatuses) {
   ASSERT_FALSE(syntax.is_ok());
   EXPECT_NE(syntax.status().message().find("line 3"), std::string::npos) << syntax.status().message();
   EXPECT_EQ(ChatTemplate::parse("{% include 'x' %}").status().code(), StatusCode::kUnsupported);
+  // The template's own text in a message (a token, raise_exception's argument) keeps it one line
+  // of bounded length: control bytes escaped, long quotes cut (input found by fuzz_chat_template).
+  auto token = ChatTemplate::parse("{% if x %}{% set y '\\n<</SYS>>\\n' %}{% endif %}");
+  ASSERT_FALSE(token.is_ok());
+  EXPECT_EQ(token.status().message().find('\n'), std::string::npos) << token.status().message();
+  EXPECT_NE(token.status().message().find("\\x0a<</SYS>>\\x0a"), std::string::npos) << token.status().message();
+  auto raised = render_chat_template("{{ raise_exception('two\\nlines\\x1b[31m') }}", Json::object());
+  ASSERT_FALSE(raised.is_ok());
+  EXPECT_EQ(raised.status().message(), "raise_exception: two\\x0alines\\x1b[31m");
+  auto long_raise = render_chat_template("{{ raise_exception('x' * 5000) }}", Json::object());
+  ASSERT_FALSE(long_raise.is_ok());
+  EXPECT_LT(long_raise.status().message().size(), 1100u);
+  EXPECT_NE(long_raise.status().message().find("(5000 bytes)"), std::string::npos);
   const char* broken[] = {"{{", "{%", "{#", "{% for %}", "{% endfor %}", "{{ ) }}", "{{ 'a }}", "{% macro %}",
                           "{{ [1, 2 }}", "{{ {'a' 1} }}", "{% set %}", "{{ x.0.y }}", "\xff\xfe", "{{ 1 if }}"};
   for (const char* src : broken) {
