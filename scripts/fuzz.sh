@@ -2,7 +2,7 @@
 # Builds the libFuzzer targets of tests/fuzz with clang (ASan + UBSan) in build-fuzzer/ and runs
 # each for N seconds from its seed corpus.
 #   scripts/fuzz.sh [seconds=60] [target...]      targets: fuzz_gguf fuzz_safetensors
-#                                                  fuzz_chat_template (default all)
+#                                                  fuzz_chat_template fuzz_tokenizer_json (default all)
 # Env: FUZZ_BUILD (build dir, default build-fuzzer), FUZZ_JOBS (ninja -j, default 2).
 # New coverage goes to $FUZZ_BUILD/corpus/<target>; tests/fuzz/corpus stays untouched. A crash is
 # saved as $FUZZ_BUILD/crashes/<target>/crash-*: fix the parser, then copy the input into
@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 SECONDS_PER_TARGET=${1:-60}
 shift || true
 TARGETS=("$@")
-[ ${#TARGETS[@]} -eq 0 ] && TARGETS=(fuzz_gguf fuzz_safetensors fuzz_chat_template)
+[ ${#TARGETS[@]} -eq 0 ] && TARGETS=(fuzz_gguf fuzz_safetensors fuzz_chat_template fuzz_tokenizer_json)
 BUILD=${FUZZ_BUILD:-build-fuzzer}
 JOBS=${FUZZ_JOBS:-2}
 

@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "base/text.h"
+
 namespace duet {
 namespace {
 
@@ -346,8 +348,14 @@ void tokenizer_spec_add_default_eog_ids(TokenizerSpec* spec) {
   }
 }
 
-Result<TokenizerSpec> tokenizer_spec_from_hf_json_text(const std::string& tokenizer_json,
-                                                       const std::string& config_json) {
+namespace {
+
+// The loader's messages quote strings of the file (merges, token texts, type names): the public
+// entry points pass them through printable(), so that a hostile file cannot split or flood the
+// one-line message (a merge holding a newline, found by fuzz_tokenizer_json).
+constexpr size_t kMaxErrorText = 1000;
+
+Result<TokenizerSpec> spec_from_text(const std::string& tokenizer_json, const std::string& config_json) {
   TokenizerJsonSax sax;
   bool parsed = false;
   try {
@@ -522,6 +530,15 @@ Result<TokenizerSpec> tokenizer_spec_from_hf_json_text(const std::string& tokeni
   if (spec.add_bos && spec.bos_id < 0) spec.add_bos = false;
   if (spec.add_eos && spec.eos_id < 0) spec.add_eos = false;
   tokenizer_spec_add_default_eog_ids(&spec);
+  return spec;
+}
+
+}  // namespace
+
+Result<TokenizerSpec> tokenizer_spec_from_hf_json_text(const std::string& tokenizer_json,
+                                                       const std::string& config_json) {
+  auto spec = spec_from_text(tokenizer_json, config_json);
+  if (!spec.is_ok()) return Status(spec.status().code(), printable(spec.status().message(), kMaxErrorText));
   return spec;
 }
 

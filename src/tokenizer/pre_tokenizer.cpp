@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <string>
 
+#include "base/text.h"
+
 namespace duet::tok {
 namespace {
 
@@ -255,7 +257,7 @@ Result<PreTokenizerKind> pre_tokenizer_from_name(std::string_view name) {
     if (name == e.name) return e.kind;
   }
   return unsupported(
-      "pre-tokenizer '" + std::string(name) +
+      "pre-tokenizer '" + printable(std::string(name)) +
       "' is not implemented (supported: llama3, qwen2, deepseek-v3, gpt-2, smollm families)");
 }
 

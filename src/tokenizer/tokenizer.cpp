@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "base/text.h"
 #include "tokenizer/added_tokens.h"
 #include "tokenizer/bpe_model.h"
 #include "tokenizer/pre_tokenizer.h"
@@ -93,7 +94,7 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::create(TokenizerSpec spec) {
   DUET_RETURN_IF_ERROR(check_id(spec.pad_id, "pad"));
   for (const AddedToken& a : spec.added_tokens) {
     if (a.id < 0)
-      return invalid_argument("tokenizer: added token '" + a.content + "' has a negative id");
+      return invalid_argument("tokenizer: added token '" + printable(a.content) + "' has a negative id");
     DUET_RETURN_IF_ERROR(check_id(a.id, "added token"));
   }
   for (int32_t id : spec.eog_ids) DUET_RETURN_IF_ERROR(check_id(id, "end-of-generation"));

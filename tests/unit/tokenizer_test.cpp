@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <random>
 #include <string>
 #include <thread>
@@ -238,6 +240,41 @@ TEST(TokenizerHfJson, RejectsBadInput) {
                 .code(),
             StatusCode::kInvalidArgument);
   EXPECT_FALSE(tokenizer_spec_from_hf_json("/nonexistent/tokenizer.json").is_ok());
+  // Strings of the file quoted in a message keep it one line (found by fuzz_tokenizer_json).
+  auto merge = tokenizer_spec_from_hf_json_text(
+      R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a\nb\u001b[2J"]}})", "");
+  ASSERT_FALSE(merge.is_ok());
+  EXPECT_EQ(merge.status().message().find('\n'), std::string::npos) << merge.status().message();
+  EXPECT_NE(merge.status().message().find("a\\x0ab\\x1b[2J"), std::string::npos) << merge.status().message();
+}
+
+// The fuzzer's seeds and crash regressions (tests/fuzz/corpus/fuzz_tokenizer_json, .../regression):
+// loading never crashes, every failure is one line, a tokenizer that loads encodes to valid ids.
+TEST(TokenizerRobustness, FuzzCorpusNeverCrashes) {
+  namespace fs = std::filesystem;
+  const fs::path src(DUET_SOURCE_DIR);
+  int n = 0, loaded = 0;
+  for (const fs::path& d : {src / "tests/fuzz/corpus/fuzz_tokenizer_json", src / "tests/fuzz/corpus/regression"}) {
+    ASSERT_TRUE(fs::is_directory(d)) << d;
+    for (const auto& e : fs::directory_iterator(d)) {
+      if (!e.is_regular_file()) continue;
+      std::ifstream f(e.path(), std::ios::binary);
+      const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+      auto spec = tokenizer_spec_from_hf_json_text(text, "");
+      ++n;
+      if (!spec.is_ok()) {
+        EXPECT_FALSE(spec.status().message().empty()) << e.path();
+        EXPECT_EQ(spec.status().message().find('\n'), std::string::npos) << e.path();
+        continue;
+      }
+      auto t = Tokenizer::create(std::move(spec.value()));
+      if (!t.is_ok()) continue;
+      ++loaded;
+      for (int32_t id : t.value()->encode("Hello, world! caf\xc3\xa9 <|im_end|>")) EXPECT_TRUE(t.value()->valid_id(id));
+    }
+  }
+  EXPECT_GT(n, 2);
+  EXPECT_GE(loaded, 2);  // the seeds load
 }
 
 TEST(TokenizerHfJson, ParsesConfigAndTemplate) {
