@@ -2,7 +2,8 @@
 # Builds the libFuzzer targets of tests/fuzz with clang (ASan + UBSan) in build-fuzzer/ and runs
 # each for N seconds from its seed corpus.
 #   scripts/fuzz.sh [seconds=60] [target...]      targets: fuzz_gguf fuzz_safetensors
-#                                                  fuzz_chat_template fuzz_tokenizer_json (default all)
+#                                                  fuzz_chat_template fuzz_tokenizer_json
+#                                                  fuzz_gguf_tokenizer (default all)
 # Env: FUZZ_BUILD (build dir, default build-fuzzer), FUZZ_JOBS (ninja -j, default 2).
 # New coverage goes to $FUZZ_BUILD/corpus/<target>; tests/fuzz/corpus stays untouched. A crash is
 # saved as $FUZZ_BUILD/crashes/<target>/crash-*: fix the parser, then copy the input into
@@ -14,7 +15,7 @@ cd "$(dirname "$0")/.."
 SECONDS_PER_TARGET=${1:-60}
 shift || true
 TARGETS=("$@")
-[ ${#TARGETS[@]} -eq 0 ] && TARGETS=(fuzz_gguf fuzz_safetensors fuzz_chat_template fuzz_tokenizer_json)
+[ ${#TARGETS[@]} -eq 0 ] && TARGETS=(fuzz_gguf fuzz_safetensors fuzz_chat_template fuzz_tokenizer_json fuzz_gguf_tokenizer)
 BUILD=${FUZZ_BUILD:-build-fuzzer}
 JOBS=${FUZZ_JOBS:-2}
 
@@ -31,6 +32,7 @@ for t in "${TARGETS[@]}"; do
   mkdir -p "$work" "$crashes"
   dict=()
   [ -f "tests/fuzz/$t.dict" ] && dict=(-dict="tests/fuzz/$t.dict")
+  [ "$t" = fuzz_gguf_tokenizer ] && dict=(-dict=tests/fuzz/fuzz_gguf.dict)
   seeds=("tests/fuzz/corpus/$t")
   [ "$t" = fuzz_chat_template ] && seeds+=(tests/data/chat_template/templates)  # the real templates
   echo "== $t: ${SECONDS_PER_TARGET}s"

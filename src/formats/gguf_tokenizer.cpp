@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <string>
 
+#include "base/text.h"
 #include "tokenizer/hf_tokenizer_json.h"
 
 namespace duet {
@@ -119,7 +120,7 @@ Result<TokenizerSpec> tokenizer_spec_from_gguf(const GgufFile& file) {
       bos = -1;
     }
   } else {
-    return unsupported(file.path() + ": tokenizer model '" + model.value() +
+    return unsupported(file.path() + ": tokenizer model '" + printable(model.value()) +
                        "' is not supported (gpt2, llama)");
   }
   if (bos >= static_cast<int64_t>(n)) bos = -1;

@@ -400,6 +400,39 @@ TEST(TokenizerRealFiles, ConcurrentEncodeMatchesSerial) {
   for (int m : mismatches) EXPECT_EQ(m, 0);
 }
 
+// The fuzzer's GGUF tokenizer seeds load and encode to valid ids; a hostile model name in them
+// stays inside a one-line message.
+TEST(TokenizerRobustness, GgufTokenizerSeeds) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(DUET_SOURCE_DIR) / "tests/fuzz/corpus/fuzz_gguf_tokenizer";
+  int loaded = 0;
+  for (const char* name : {"bpe_qwen2.gguf", "spm_llama.gguf"}) {
+    std::ifstream f(dir / name, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    ASSERT_FALSE(bytes.empty()) << name;
+    auto g = GgufFile::parse(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), name);
+    ASSERT_TRUE(g.is_ok()) << g.status().message();
+    auto spec = tokenizer_spec_from_gguf(*g.value());
+    ASSERT_TRUE(spec.is_ok()) << spec.status().message();
+    auto t = Tokenizer::create(std::move(spec.value()));
+    ASSERT_TRUE(t.is_ok()) << t.status().message();
+    for (int32_t id : t.value()->encode("Hello world <s> caf\xc3\xa9")) EXPECT_TRUE(t.value()->valid_id(id));
+    ++loaded;
+    if (std::string(name) == "bpe_qwen2.gguf") {  // tokenizer.ggml.model "gpt2" -> "gp\n2" (same length)
+      const size_t at = bytes.find("gpt2");
+      ASSERT_NE(at, std::string::npos);
+      bytes[at + 2] = '\n';
+      auto g2 = GgufFile::parse(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), name);
+      ASSERT_TRUE(g2.is_ok()) << g2.status().message();
+      auto bad = tokenizer_spec_from_gguf(*g2.value());
+      ASSERT_FALSE(bad.is_ok());
+      EXPECT_EQ(bad.status().message().find('\n'), std::string::npos) << bad.status().message();
+      EXPECT_NE(bad.status().message().find("gp\\x0a2"), std::string::npos) << bad.status().message();
+    }
+  }
+  EXPECT_EQ(loaded, 2);
+}
+
 std::unique_ptr<Tokenizer> load_gguf(const std::string& file) {
   std::string path = std::string(DUET_SOURCE_DIR) + "/models/" + file;
   if (!std::ifstream(path).good()) return nullptr;
