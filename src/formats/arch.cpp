@@ -3,6 +3,8 @@
 
 #include <cstring>
 
+#include "base/text.h"
+
 namespace duet {
 namespace {
 
@@ -57,7 +59,7 @@ Result<HParams> hparams_from_hf_config(const nlohmann::json& cfg_in) {
   if (!cfg_in.is_object()) return invalid_argument("config.json is not an object");
   std::string mt = cfg_in.contains("model_type") && cfg_in["model_type"].is_string() ? cfg_in["model_type"].get<std::string>() : "";
   auto arch = arch_from_name(mt);
-  if (!arch) return unsupported("config.json model_type '" + mt + "' is not supported (llama, mistral, qwen2, qwen3, gemma3)");
+  if (!arch) return unsupported("config.json model_type '" + printable(mt) + "' is not supported (llama, mistral, qwen2, qwen3, gemma3)");
   const nlohmann::json& c = cfg_in.contains("text_config") && cfg_in["text_config"].is_object() ? cfg_in["text_config"] : cfg_in;
   HParams hp;
   hp.arch = *arch;
@@ -90,7 +92,7 @@ Result<HParams> hparams_from_hf_config(const nlohmann::json& cfg_in) {
 Result<HParams> hparams_from_gguf(const GgufFile& g) {
   std::string a = g.architecture();
   auto arch = arch_from_name(a);
-  if (!arch) return unsupported(g.path() + ": architecture '" + a + "' is not supported (llama, qwen2, qwen3, gemma3)");
+  if (!arch) return unsupported(g.path() + ": architecture '" + printable(a) + "' is not supported (llama, qwen2, qwen3, gemma3)");
   HParams hp;
   hp.arch = *arch;
   auto geti = [&](const std::string& k, int64_t def) -> Result<uint32_t> {

@@ -106,7 +106,7 @@ Result<std::function<void(uint64_t, uint64_t, float*)>> hf_row_reader(const Safe
   const uint64_t esz = dtype_info(t.dtype).type_size;
   const uint8_t* base = t.data;
   const DType dt = t.dtype;
-  if (!can_dequantize(dt)) return unsupported("tensor '" + t.name + "' has dtype " + std::string(dtype_name(dt)) + ", not a float type");
+  if (!can_dequantize(dt)) return unsupported("tensor '" + printable(t.name) + "' has dtype " + std::string(dtype_name(dt)) + ", not a float type");
   if (dt != DType::kF8_E4M3) {
     return std::function<void(uint64_t, uint64_t, float*)>([=](uint64_t r0, uint64_t n, float* dst) {
       convert_span(dt, base + r0 * ncols * esz, dst, n * ncols);
@@ -117,11 +117,11 @@ Result<std::function<void(uint64_t, uint64_t, float*)>> hf_row_reader(const Safe
   const uint64_t nrows = t.shape.size() >= 2 ? t.shape[0] : 1;
   if (fp8.layout == Fp8ScaleLayout::kBlock) {
     const SafetensorsTensor* s = m.find(stem + "weight_scale_inv");
-    if (!s) return invalid_argument("FP8 tensor '" + t.name + "' has no weight_scale_inv");
+    if (!s) return invalid_argument("FP8 tensor '" + printable(t.name) + "' has no weight_scale_inv");
     const uint64_t br = fp8.block_rows, bc = fp8.block_cols;
     const uint64_t sr = (nrows + br - 1) / br, sc = (ncols + bc - 1) / bc;
     if (s->n_elements != sr * sc)
-      return invalid_argument("'" + s->name + "' has " + std::to_string(s->n_elements) + " scales, expected " + std::to_string(sr * sc));
+      return invalid_argument("'" + printable(s->name) + "' has " + std::to_string(s->n_elements) + " scales, expected " + std::to_string(sr * sc));
     std::shared_ptr<std::vector<float>> scales = std::make_shared<std::vector<float>>(s->n_elements);
     dequantize_row(s->dtype, s->data, scales->data(), static_cast<int64_t>(s->n_elements));
     return std::function<void(uint64_t, uint64_t, float*)>([=](uint64_t r0, uint64_t n, float* dst) {
@@ -133,9 +133,9 @@ Result<std::function<void(uint64_t, uint64_t, float*)>> hf_row_reader(const Safe
     });
   }
   const SafetensorsTensor* s = m.find(stem + "weight_scale");
-  if (!s) return invalid_argument("FP8 tensor '" + t.name + "' has no weight_scale");
+  if (!s) return invalid_argument("FP8 tensor '" + printable(t.name) + "' has no weight_scale");
   if (s->n_elements != 1 && s->n_elements != nrows)
-    return invalid_argument("'" + s->name + "' has " + std::to_string(s->n_elements) + " scales, expected 1 or " + std::to_string(nrows));
+    return invalid_argument("'" + printable(s->name) + "' has " + std::to_string(s->n_elements) + " scales, expected 1 or " + std::to_string(nrows));
   std::shared_ptr<std::vector<float>> scales = std::make_shared<std::vector<float>>(s->n_elements);
   dequantize_row(s->dtype, s->data, scales->data(), static_cast<int64_t>(s->n_elements));
   const bool per_row = s->n_elements == nrows && nrows > 1;
@@ -162,10 +162,10 @@ Result<TensorSourceSet> safetensors_tensor_source_gguf_names(std::shared_ptr<Saf
     auto name = gguf_name_from_hf(t.name, hp.arch, &permute_heads, hp, &shift);
     if (!name) {
       if (ends_with(t.name, "rotary_emb.inv_freq")) continue;
-      return unsupported("tensor '" + t.name + "' has no GGUF counterpart for architecture " + arch_name(hp.arch));
+      return unsupported("tensor '" + printable(t.name) + "' has no GGUF counterpart for architecture " + arch_name(hp.arch));
     }
     if (t.shape.empty() || t.shape.size() > 2)
-      return invalid_argument("tensor '" + t.name + "' has " + std::to_string(t.shape.size()) + " dims, expected 1 or 2");
+      return invalid_argument("tensor '" + printable(t.name) + "' has " + std::to_string(t.shape.size()) + " dims, expected 1 or 2");
     SourceTensor st;
     st.name = *name;
     st.shape.assign(t.shape.rbegin(), t.shape.rend());
@@ -176,7 +176,7 @@ Result<TensorSourceSet> safetensors_tensor_source_gguf_names(std::shared_ptr<Saf
     const uint64_t nrows = st.n_rows();
     if (permute_heads > 0) {
       if (nrows % (2 * static_cast<uint64_t>(permute_heads)) != 0)
-        return invalid_argument("tensor '" + t.name + "': " + std::to_string(nrows) + " rows do not split into " +
+        return invalid_argument("tensor '" + printable(t.name) + "': " + std::to_string(nrows) + " rows do not split into " +
                                 std::to_string(permute_heads) + " heads of even size");
       // GGML's RoPE rotates adjacent pairs; HF rotates halves. Output row (h, i, j) takes input
       // row (h, j, i) within each head of hd rows, half = hd / 2.
@@ -258,7 +258,7 @@ Status stream_tensor(const SourceTensor& t, DType out, int n_threads,
   const uint64_t ncols = t.shape[0];
   const uint64_t nrows = t.n_rows();
   auto rb_opt = row_bytes(out, ncols);
-  if (!rb_opt) return invalid_argument("tensor '" + t.name + "': row of " + std::to_string(ncols) + " is not a multiple of the " +
+  if (!rb_opt) return invalid_argument("tensor '" + printable(t.name) + "': row of " + std::to_string(ncols) + " is not a multiple of the " +
                                        std::string(dtype_name(out)) + " block size");
   const uint64_t rb = *rb_opt;
   const uint64_t chunk_rows = std::max<uint64_t>(1, (1u << 20) / std::max<uint64_t>(ncols, 1));

@@ -208,7 +208,7 @@ Status SafetensorsModel::add_shard(const uint8_t* data, uint64_t size, const std
       return invalid_argument(where + ": \"data_offsets\" must be an array of two integers");
     std::string ds = val["dtype"].get<std::string>();
     auto dt = safetensors_dtype(ds);
-    if (!dt) return invalid_argument(where + ": unsupported dtype '" + ds + "'");
+    if (!dt) return invalid_argument(where + ": unsupported dtype '" + printable(ds) + "'");
     SafetensorsTensor t;
     t.name = key;
     t.dtype = *dt;

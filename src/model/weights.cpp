@@ -7,6 +7,7 @@
 #include <map>
 
 #include "base/check.h"
+#include "base/text.h"
 #include "kernels/cpu/quant_dot.h"
 #include "tensor/quantize.h"
 
@@ -40,17 +41,17 @@ class Binder {
     if (!f) return not_found("model has no tensor '" + name + "'");
     const std::vector<uint64_t> want = {n_cols, n_rows};
     if (f->shape != want)
-      return invalid_argument("tensor '" + f->src_name + "' has shape " + shape_str(f->shape) + ", expected " + shape_str(want) +
+      return invalid_argument("tensor '" + printable(f->src_name) + "' has shape " + shape_str(f->shape) + ", expected " + shape_str(want) +
                               " (GGML order)");
     if (!has_vec_dot(f->dtype))
-      return unsupported("tensor '" + f->src_name + "' has type " + std::string(dtype_name(f->dtype)) +
+      return unsupported("tensor '" + printable(f->src_name) + "' has type " + std::string(dtype_name(f->dtype)) +
                          ", which duet cannot multiply");
     auto rb = row_bytes(f->dtype, n_cols);
-    if (!rb) return invalid_argument("tensor '" + f->src_name + "': row of " + std::to_string(n_cols) +
+    if (!rb) return invalid_argument("tensor '" + printable(f->src_name) + "': row of " + std::to_string(n_cols) +
                                      " is not a multiple of the " + std::string(dtype_name(f->dtype)) + " block size");
     uint64_t total;
     if (!checked_mul(*rb, n_rows, &total) || total != f->n_bytes)
-      return invalid_argument("tensor '" + f->src_name + "' holds " + std::to_string(f->n_bytes) + " bytes, expected " +
+      return invalid_argument("tensor '" + printable(f->src_name) + "' holds " + std::to_string(f->n_bytes) + " bytes, expected " +
                               std::to_string(*rb) + " x " + std::to_string(n_rows));
     out->dtype = f->dtype;
     out->data = f->data;
@@ -68,11 +69,11 @@ class Binder {
       return not_found("model has no tensor '" + name + "'");
     }
     if (f->shape != std::vector<uint64_t>{n})
-      return invalid_argument("tensor '" + f->src_name + "' has shape " + shape_str(f->shape) + ", expected [" +
+      return invalid_argument("tensor '" + printable(f->src_name) + "' has shape " + shape_str(f->shape) + ", expected [" +
                               std::to_string(n) + "]");
     auto rb = row_bytes(f->dtype, n);
     if (!can_dequantize(f->dtype) || !rb || *rb != f->n_bytes || f->dtype == DType::kF8_E4M3)
-      return unsupported("tensor '" + f->src_name + "' has type " + std::string(dtype_name(f->dtype)) +
+      return unsupported("tensor '" + printable(f->src_name) + "' has type " + std::string(dtype_name(f->dtype)) +
                          ", expected a float type of " + std::to_string(n) + " elements");
     out->resize(n);
     dequantize_row(f->dtype, f->data, out->data(), static_cast<int64_t>(n));
@@ -91,7 +92,7 @@ class Binder {
     if (!s) return invalid_argument("FP8 tensor '" + f.src_name + "' has no " + (block ? "weight_scale_inv" : "weight_scale"));
     if (!can_dequantize(s->dtype) || s->dtype == DType::kF8_E4M3 || !row_bytes(s->dtype, s->n_elements) ||
         *row_bytes(s->dtype, s->n_elements) != s->n_bytes)
-      return invalid_argument("'" + s->name + "' has type " + std::string(dtype_name(s->dtype)) + ", expected a float type");
+      return invalid_argument("'" + printable(s->name) + "' has type " + std::string(dtype_name(s->dtype)) + ", expected a float type");
     const int64_t rows = w->n_rows, cols = w->n_cols;
     if (block) {
       w->fp8_block_rows = info.block_rows;
@@ -99,7 +100,7 @@ class Binder {
       w->fp8_scale_cols = (cols + info.block_cols - 1) / info.block_cols;
       const uint64_t want = static_cast<uint64_t>((rows + info.block_rows - 1) / info.block_rows) * w->fp8_scale_cols;
       if (s->n_elements != want)
-        return invalid_argument("'" + s->name + "' has " + std::to_string(s->n_elements) + " scales, expected " + std::to_string(want));
+        return invalid_argument("'" + printable(s->name) + "' has " + std::to_string(s->n_elements) + " scales, expected " + std::to_string(want));
     } else if (s->n_elements == 1) {
       w->fp8_block_rows = rows;
       w->fp8_block_cols = cols;
@@ -109,7 +110,7 @@ class Binder {
       w->fp8_block_cols = cols;
       w->fp8_scale_cols = 1;
     } else {
-      return invalid_argument("'" + s->name + "' has " + std::to_string(s->n_elements) + " scales, expected 1 or " +
+      return invalid_argument("'" + printable(s->name) + "' has " + std::to_string(s->n_elements) + " scales, expected 1 or " +
                               std::to_string(rows));
     }
     auto scales = std::make_shared<std::vector<float>>(s->n_elements);

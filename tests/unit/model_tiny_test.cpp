@@ -115,6 +115,15 @@ class TinyModelTest : public ::testing::TestWithParam<const char*> {
   std::vector<float> numpy_, hf_;
 };
 
+// An unsupported model_type from config.json is quoted on one line (control bytes escaped).
+TEST(HfConfig, UnsupportedModelTypeIsOneLine) {
+  auto hp = hparams_from_hf_config(nlohmann::json{{"model_type", "qw\nen\u001b[2J"}});
+  ASSERT_FALSE(hp.is_ok());
+  EXPECT_EQ(hp.status().code(), StatusCode::kUnsupported);
+  EXPECT_EQ(hp.status().message().find('\n'), std::string::npos) << hp.status().message();
+  EXPECT_NE(hp.status().message().find("'qw\\x0aen\\x1b[2J'"), std::string::npos) << hp.status().message();
+}
+
 TEST_P(TinyModelTest, SafetensorsF32MatchesReferences) {
   auto m = load(dir_.string());
   ASSERT_TRUE(m);

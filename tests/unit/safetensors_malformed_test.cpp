@@ -129,6 +129,8 @@ std::vector<Case> cases() {
       {"tensor 'b'", "unsupported dtype 'Q4_0'"});
   add("dtype_lowercase", hdr(with_b(entry("b", "bf16", "[4]", "[16,24]"))),
       {"unsupported dtype 'bf16'"});
+  add("dtype_newline", hdr(with_b(entry("b", "F\\n8", "[4]", "[16,24]"))),
+      {"tensor 'b'", "unsupported dtype 'F\\x0a8'"});  // one line: the file's text escaped
   add("shape_missing", hdr(with_b("\"b\":{\"dtype\":\"BF16\",\"data_offsets\":[16,24]}")),
       {"tensor 'b'", "shape"});
   add("shape_not_array", hdr(with_b(entry("b", "BF16", "4", "[16,24]"))),
