@@ -15,6 +15,10 @@ inline bool ends_with(const std::string& s, const char* suffix) {
   return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
 }
 
+// Bound for longer quotes of a file's text in a message (a template's raise_exception argument,
+// a loader's message that quotes merges or token texts): printable(s, kMaxQuotedText).
+constexpr size_t kMaxQuotedText = 1000;
+
 // A name read from a file, fit for a one-line error message: control bytes are escaped and long
 // names cut (after kMaxShown bytes), so a hostile name can neither split nor flood the message.
 inline std::string printable(const std::string& s, size_t kMaxShown = 120) {

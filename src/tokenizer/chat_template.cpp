@@ -14,16 +14,15 @@ namespace duet {
 namespace {
 
 // Error messages quote the template's own text (tokens, raise_exception's argument, values), which
-// comes from the model file: control bytes are escaped and the quote cut at kMaxErrorText bytes,
+// comes from the model file: control bytes are escaped and the quote cut at kMaxQuotedText bytes,
 // so that a message stays one line of bounded length.
-constexpr size_t kMaxErrorText = 1000;
 
 Status to_status(const jinja::JinjaError& e, const char* stage) {
   using jinja::ErrorKind;
   std::string where = e.line > 0 && e.message().find("(line ") == std::string::npos
                           ? " (line " + std::to_string(e.line) + ")"
                           : "";
-  const std::string msg = printable(e.message(), kMaxErrorText);
+  const std::string msg = printable(e.message(), kMaxQuotedText);
   switch (e.kind()) {
     case ErrorKind::kSyntax: return invalid_argument(std::string("chat template syntax error: ") + msg);
     case ErrorKind::kRaised: return invalid_argument("raise_exception: " + msg);

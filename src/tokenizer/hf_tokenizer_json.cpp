@@ -353,7 +353,6 @@ namespace {
 // The loader's messages quote strings of the file (merges, token texts, type names): the public
 // entry points pass them through printable(), so that a hostile file cannot split or flood the
 // one-line message (a merge holding a newline, found by fuzz_tokenizer_json).
-constexpr size_t kMaxErrorText = 1000;
 
 Result<TokenizerSpec> spec_from_text(const std::string& tokenizer_json, const std::string& config_json) {
   TokenizerJsonSax sax;
@@ -538,7 +537,7 @@ Result<TokenizerSpec> spec_from_text(const std::string& tokenizer_json, const st
 Result<TokenizerSpec> tokenizer_spec_from_hf_json_text(const std::string& tokenizer_json,
                                                        const std::string& config_json) {
   auto spec = spec_from_text(tokenizer_json, config_json);
-  if (!spec.is_ok()) return Status(spec.status().code(), printable(spec.status().message(), kMaxErrorText));
+  if (!spec.is_ok()) return Status(spec.status().code(), printable(spec.status().message(), kMaxQuotedText));
   return spec;
 }
 

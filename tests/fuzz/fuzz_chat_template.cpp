@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "fuzz_common.h"
 #include "tokenizer/chat_template.h"
 
 namespace {
@@ -37,11 +38,6 @@ const nlohmann::ordered_json& context() {
   return c;
 }
 
-void check_message(const duet::Status& s) {
-  const std::string& m = s.message();
-  if (m.empty() || m.find('\n') != std::string::npos) __builtin_trap();  // one line, always
-}
-
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -50,14 +46,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   limits.max_time_ms = 200;
   auto t = duet::ChatTemplate::parse(source, limits);
   if (!t.is_ok()) {
-    check_message(t.status());
+    duet::fuzz::check_one_line(t.status());
     return 0;
   }
   duet::ChatTemplateRenderOptions opt;
   opt.now_epoch_s = 1700000000;  // strftime_now() deterministic
   auto r = t.value()->render(context(), opt);
   if (!r.is_ok()) {
-    check_message(r.status());
+    duet::fuzz::check_one_line(r.status());
     return 0;
   }
   if (r.value().size() > limits.max_output_bytes) __builtin_trap();  // the output bound holds

@@ -12,31 +12,23 @@
 
 #include "formats/gguf.h"
 #include "formats/gguf_tokenizer.h"
+#include "fuzz_common.h"
 #include "tokenizer/tokenizer.h"
-
-namespace {
-
-void check_message(const duet::Status& s) {
-  const std::string& m = s.message();
-  if (m.empty() || m.find('\n') != std::string::npos) __builtin_trap();  // one line, always
-}
-
-}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto file = duet::GgufFile::parse(data, size, "fuzz.gguf");
   if (!file.is_ok()) {
-    check_message(file.status());
+    duet::fuzz::check_one_line(file.status());
     return 0;
   }
   auto spec = duet::tokenizer_spec_from_gguf(*file.value());
   if (!spec.is_ok()) {
-    check_message(spec.status());
+    duet::fuzz::check_one_line(spec.status());
     return 0;
   }
   auto tok = duet::Tokenizer::create(std::move(spec.value()));
   if (!tok.is_ok()) {
-    check_message(tok.status());
+    duet::fuzz::check_one_line(tok.status());
     return 0;
   }
   const duet::Tokenizer& t = *tok.value();

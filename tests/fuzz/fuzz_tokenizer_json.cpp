@@ -9,30 +9,22 @@
 #include <string>
 #include <vector>
 
+#include "fuzz_common.h"
 #include "tokenizer/hf_tokenizer_json.h"
 #include "tokenizer/tokenizer.h"
-
-namespace {
-
-void check_message(const duet::Status& s) {
-  const std::string& m = s.message();
-  if (m.empty() || m.find('\n') != std::string::npos) __builtin_trap();  // one line, always
-}
-
-}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string json(reinterpret_cast<const char*>(data), size);
   auto spec = duet::tokenizer_spec_from_hf_json_text(json, "");
   if (!spec.is_ok()) {
-    check_message(spec.status());
+    duet::fuzz::check_one_line(spec.status());
     return 0;
   }
   std::string text = "Hello, world! 12345 caf\xc3\xa9 \xe4\xbd\xa0\xe5\xa5\xbd \xff\xfe  tabs\tand\nnewlines";
   for (const auto& a : spec.value().added_tokens) text += a.content.substr(0, 64) + " x";
   auto tok = duet::Tokenizer::create(std::move(spec.value()));
   if (!tok.is_ok()) {
-    check_message(tok.status());
+    duet::fuzz::check_one_line(tok.status());
     return 0;
   }
   duet::EncodeOptions opt;

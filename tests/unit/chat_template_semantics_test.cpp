@@ -5,14 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "malformed_input.h"
 #include "tokenizer/chat_template.h"
 
 namespace duet {
@@ -150,9 +149,8 @@ TEST(ChatTemplateSemantics, FuzzCorpusNeverCrashes) {
     ASSERT_TRUE(fs::is_directory(d)) << d;
     for (const auto& e : fs::directory_iterator(d)) {
       if (!e.is_regular_file()) continue;
-      std::ifstream f(e.path(), std::ios::binary);
-      const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-      auto t = ChatTemplate::parse(text);
+      const std::vector<uint8_t> bytes = testing_malformed::read_all(e.path().string());
+      auto t = ChatTemplate::parse(std::string(bytes.begin(), bytes.end()));
       auto r = t.is_ok() ? t.value()->render(ctx) : Result<std::string>(t.status());
       if (!r.is_ok()) {
         EXPECT_FALSE(r.status().message().empty()) << e.path();

@@ -5,9 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <random>
 #include <string>
 #include <thread>
@@ -15,6 +15,7 @@
 
 #include "formats/gguf.h"
 #include "formats/gguf_tokenizer.h"
+#include "malformed_input.h"
 #include "tokenizer/bpe_model.h"
 #include "tokenizer/hf_tokenizer_json.h"
 #include "tokenizer/unicode.h"
@@ -258,9 +259,8 @@ TEST(TokenizerRobustness, FuzzCorpusNeverCrashes) {
     ASSERT_TRUE(fs::is_directory(d)) << d;
     for (const auto& e : fs::directory_iterator(d)) {
       if (!e.is_regular_file()) continue;
-      std::ifstream f(e.path(), std::ios::binary);
-      const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-      auto spec = tokenizer_spec_from_hf_json_text(text, "");
+      const std::vector<uint8_t> bytes = testing_malformed::read_all(e.path().string());
+      auto spec = tokenizer_spec_from_hf_json_text(std::string(bytes.begin(), bytes.end()), "");
       ++n;
       if (!spec.is_ok()) {
         EXPECT_FALSE(spec.status().message().empty()) << e.path();
@@ -407,10 +407,9 @@ TEST(TokenizerRobustness, GgufTokenizerSeeds) {
   const fs::path dir = fs::path(DUET_SOURCE_DIR) / "tests/fuzz/corpus/fuzz_gguf_tokenizer";
   int loaded = 0;
   for (const char* name : {"bpe_qwen2.gguf", "spm_llama.gguf"}) {
-    std::ifstream f(dir / name, std::ios::binary);
-    std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    std::vector<uint8_t> bytes = testing_malformed::read_all((dir / name).string());
     ASSERT_FALSE(bytes.empty()) << name;
-    auto g = GgufFile::parse(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), name);
+    auto g = GgufFile::parse(bytes.data(), bytes.size(), name);
     ASSERT_TRUE(g.is_ok()) << g.status().message();
     auto spec = tokenizer_spec_from_gguf(*g.value());
     ASSERT_TRUE(spec.is_ok()) << spec.status().message();
@@ -419,10 +418,11 @@ TEST(TokenizerRobustness, GgufTokenizerSeeds) {
     for (int32_t id : t.value()->encode("Hello world <s> caf\xc3\xa9")) EXPECT_TRUE(t.value()->valid_id(id));
     ++loaded;
     if (std::string(name) == "bpe_qwen2.gguf") {  // tokenizer.ggml.model "gpt2" -> "gp\n2" (same length)
-      const size_t at = bytes.find("gpt2");
-      ASSERT_NE(at, std::string::npos);
-      bytes[at + 2] = '\n';
-      auto g2 = GgufFile::parse(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), name);
+      const std::string model = "gpt2";
+      const auto at = std::search(bytes.begin(), bytes.end(), model.begin(), model.end());
+      ASSERT_NE(at, bytes.end());
+      at[2] = '\n';
+      auto g2 = GgufFile::parse(bytes.data(), bytes.size(), name);
       ASSERT_TRUE(g2.is_ok()) << g2.status().message();
       auto bad = tokenizer_spec_from_gguf(*g2.value());
       ASSERT_FALSE(bad.is_ok());
