@@ -60,35 +60,68 @@ __global__ void qkv_rope_cache_kernel(QkvRopeParams p, T* kc, T* vc, int kv_bloc
                                       int n_tokens, const int32_t* positions, const int32_t* seq_ids,
                                       const int32_t* block_tables, int max_blocks, float theta_scale) {
   detail::pdl_trigger();
-  detail::pdl_wait();
   const int heads = p.n_heads + 2 * n_kv_heads;
   const int64_t gw = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
   const int lane = threadIdx.x & 31;
-  if (gw >= static_cast<int64_t>(n_tokens) * heads) return;  // uniform per warp
-  const int t = static_cast<int>(gw / heads), h = static_cast<int>(gw - static_cast<int64_t>(t) * heads);
+  const bool live = gw < static_cast<int64_t>(n_tokens) * heads;  // uniform per warp
+  const int t = live ? static_cast<int>(gw / heads) : 0, h = live ? static_cast<int>(gw - static_cast<int64_t>(t) * heads) : 0;
   const int kind = h < p.n_heads ? 0 : (h < p.n_heads + n_kv_heads ? 1 : 2);  // q, k, v
   const int hh = kind == 0 ? h : (kind == 1 ? h - p.n_heads : h - p.n_heads - n_kv_heads);
   const int hd = p.head_dim, half = hd / 2;
   const bool neox = p.rope_style == RopeStyle::kNeox;
-  const float* src = kind == 0 ? p.q + t * p.ldq : (kind == 1 ? p.k + t * p.ldk : p.v + t * p.ldv);
-  src += static_cast<int64_t>(hh) * hd;
   const float* bias = kind == 0 ? p.bq : (kind == 1 ? p.bk : p.bv);
   if (bias) bias += static_cast<int64_t>(hh) * hd;
   const float* nw = kind == 0 ? p.q_norm : (kind == 1 ? p.k_norm : nullptr);
-  float x0[kMaxPairs], x1[kMaxPairs];
+  // Everything that does not depend on q, k, v comes before the programmatic-launch wait, off the
+  // path from the q/k/v product to attention: biases, norm weights, the rotation angles (position
+  // and host constants only), the cache slot (block tables). Same operations as before, in the
+  // same order, so the results are unchanged to the bit.
   int i0[kMaxPairs], i1[kMaxPairs];
+  float b0[kMaxPairs], b1[kMaxPairs], n0[kMaxPairs], n1[kMaxPairs], cs[kMaxPairs], sn[kMaxPairs];
+  const int pos = live ? positions[t] : 0;
+  float theta = static_cast<float>(pos);
+  int done = 0;  // multiplications applied to theta so far (the CPU's repeated product)
 #pragma unroll
   for (int j = 0; j < kMaxPairs; ++j) {
     const int pi = lane + 32 * j;
     i0[j] = neox ? pi : 2 * pi;
     i1[j] = neox ? pi + half : 2 * pi + 1;
+    b0[j] = b1[j] = 0.0f;
+    n0[j] = n1[j] = 1.0f;
+    cs[j] = 1.0f;
+    sn[j] = 0.0f;
+    if (live && pi < half) {
+      if (bias) b0[j] = bias[i0[j]], b1[j] = bias[i1[j]];
+      if (nw) n0[j] = nw[i0[j]], n1[j] = nw[i1[j]];
+      if (kind != 2) {
+        for (; done < pi; ++done) theta = __fmul_rn(theta, theta_scale);
+        const float a = p.freq_factors ? __fdiv_rn(theta, p.freq_factors[pi]) : theta;
+        cs[j] = cosf(a);
+        sn[j] = sinf(a);
+      }
+    }
+  }
+  T* dst_kv = nullptr;
+  if (live && kind != 0) {
+    const int32_t block = block_tables[static_cast<int64_t>(seq_ids[t]) * max_blocks + pos / kv_block_size];
+    dst_kv = (kind == 1 ? kc : vc) +
+             ((static_cast<int64_t>(block) * n_kv_heads + hh) * kv_block_size + pos % kv_block_size) * cache_hd;
+  }
+  detail::pdl_wait();
+  if (!live) return;
+  const float* src = kind == 0 ? p.q + t * p.ldq : (kind == 1 ? p.k + t * p.ldk : p.v + t * p.ldv);
+  src += static_cast<int64_t>(hh) * hd;
+  float x0[kMaxPairs], x1[kMaxPairs];
+#pragma unroll
+  for (int j = 0; j < kMaxPairs; ++j) {
+    const int pi = lane + 32 * j;
     x0[j] = x1[j] = 0.0f;
     if (pi < half) {
       x0[j] = src[i0[j]];
       x1[j] = src[i1[j]];
       if (bias) {
-        x0[j] += bias[i0[j]];
-        x1[j] += bias[i1[j]];
+        x0[j] += b0[j];
+        x1[j] += b1[j];
       }
     }
   }
@@ -101,24 +134,17 @@ __global__ void qkv_rope_cache_kernel(QkvRopeParams p, T* kc, T* vc, int kv_bloc
     const float scale = 1.0f / sqrtf(static_cast<float>(sum / static_cast<double>(hd)) + p.eps);
 #pragma unroll
     for (int j = 0; j < kMaxPairs; ++j) {
-      x0[j] = (x0[j] * scale) * nw[i0[j] < hd ? i0[j] : 0];
-      x1[j] = (x1[j] * scale) * nw[i1[j] < hd ? i1[j] : 0];
+      x0[j] = (x0[j] * scale) * n0[j];
+      x1[j] = (x1[j] * scale) * n1[j];
     }
   }
-  const int pos = positions[t];
   if (kind != 2) {
-    float theta = static_cast<float>(pos);
-    int done = 0;  // multiplications applied to theta so far (the CPU's repeated product)
 #pragma unroll
     for (int j = 0; j < kMaxPairs; ++j) {
-      const int pi = lane + 32 * j;
-      if (pi < half) {
-        for (; done < pi; ++done) theta = __fmul_rn(theta, theta_scale);
-        const float a = p.freq_factors ? __fdiv_rn(theta, p.freq_factors[pi]) : theta;
-        const float c = cosf(a), sn = sinf(a);
+      if (lane + 32 * j < half) {
         const float a0 = x0[j], a1 = x1[j];
-        x0[j] = __fmaf_rn(a0, c, -__fmul_rn(a1, sn));
-        x1[j] = __fmaf_rn(a0, sn, __fmul_rn(a1, c));
+        x0[j] = __fmaf_rn(a0, cs[j], -__fmul_rn(a1, sn[j]));
+        x1[j] = __fmaf_rn(a0, sn[j], __fmul_rn(a1, cs[j]));
       }
     }
   }
@@ -132,9 +158,7 @@ __global__ void qkv_rope_cache_kernel(QkvRopeParams p, T* kc, T* vc, int kv_bloc
       }
     return;
   }
-  const int32_t block = block_tables[static_cast<int64_t>(seq_ids[t]) * max_blocks + pos / kv_block_size];
-  T* dst = (kind == 1 ? kc : vc) +
-           ((static_cast<int64_t>(block) * n_kv_heads + hh) * kv_block_size + pos % kv_block_size) * cache_hd;
+  T* dst = dst_kv;
 #pragma unroll
   for (int j = 0; j < kMaxPairs; ++j)
     if (lane + 32 * j < half) {
