@@ -119,6 +119,16 @@ struct DeviceLayer {
 
 const float* fptr(const DeviceBuffer& b) { return b.as<const float>(); }
 
+// Decode attention writes the o product's int8 input (launch_attention's AttentionQ8Out) unless
+// DUET_ATTN_Q8=0 (A/B knob: the product then quantizes attention's float output itself).
+bool attention_writes_q8() {
+  static const bool on = [] {
+    const char* e = std::getenv("DUET_ATTN_Q8");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  return on;
+}
+
 }  // namespace
 
 struct CudaModel::Impl {
@@ -319,10 +329,14 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
   mark("bias/qk-norm/rope/kv write");
   const float score_scale = tr.q_prescale ? 1.0f : 1.0f / std::sqrt(float(hd));
   const int window = swa && hp.sliding_window > 0 ? int(hp.sliding_window) : 0;
+  // Block-quantized o weights in decode batches: attention writes the product's int8 input
+  // itself (the merge of split contexts quantizes; no quantizer launch of the product's own).
+  const bool o_q8 = attention_writes_q8() && !padded && ab.max_seq_tokens <= 1 && mm->takes_q8(L.wo.m, n);
   if (!padded) {
     // Not launched programmatically: with it the qwen2-7b Q4_K_M decode measured 335-365 tok/s
     // against 383 without (H200, the two runs of 2026-11-30).
-    launch_attention(kv, ab, Q, ldq, int(nh), score_scale, window, A, qd, s);
+    launch_attention(kv, ab, Q, ldq, int(nh), score_scale, window, A, qd, s,
+                     o_q8 ? AttentionQ8Out{q8.q, q8.m} : AttentionQ8Out{});
   } else {
     launch_attention(kv, ab, qp.as<float>(), nh * attn_hd, int(nh), score_scale, window, ap.as<float>(), nh * attn_hd, s);
     const size_t row = hd * sizeof(float), prow = attn_hd * sizeof(float);
@@ -333,13 +347,15 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
   bool ffn_q8 = false;
   const bool gu_takes_q8 = L.fused_gu ? mm->takes_q8(L.wgu.m, n) : mm->takes_q8(L.w_gate.m, n) && mm->takes_q8(L.w_up.m, n);
   if (fuse_res) {
-    mm->matmul(L.wo.m, A, qd, n, X, d, s, /*accumulate=*/true);  // x += o
+    if (o_q8) mm->matmul_q8(L.wo.m, n, X, d, s, /*accumulate=*/true);  // x += o
+    else mm->matmul(L.wo.m, A, qd, n, X, d, s, /*accumulate=*/true);
     mark("matmul o");
     ffn_q8 = gu_takes_q8 && norm_q8_ok;
     if (ffn_q8) launch_rms_norm_q8(X, d, fptr(L.ffn_norm), hp.rms_eps, d, n, q8.q, q8.m, pdl, s);
     else launch_rms_norm(X, d, fptr(L.ffn_norm), hp.rms_eps, d, n, XN, d, s, pdl);
   } else {
-    mm->matmul(L.wo.m, A, qd, n, O, d, s);
+    if (o_q8) mm->matmul_q8(L.wo.m, n, O, d, s);
+    else mm->matmul(L.wo.m, A, qd, n, O, d, s);
     mark("matmul o");
     if (tr.post_norms) launch_rms_norm(O, d, fptr(L.post_attn_norm), hp.rms_eps, d, n, O, d, s, pdl);
     launch_add_rms_norm(X, O, fptr(L.ffn_norm), hp.rms_eps, d, n, XN, s, pdl);  // x += o; xn = rms(x)

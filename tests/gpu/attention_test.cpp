@@ -30,6 +30,7 @@
 #include "kernels/cpu/attention.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/ops.h"
+#include "kernels/cuda/quant_kernels.cuh"
 #include "runtime/cuda_check.h"
 #include "runtime/device.h"
 #include "tensor/half.h"
@@ -410,6 +411,54 @@ TEST_F(GpuAttention, ShortContextSplits) {
     }
   }
   std::printf("  short-context splits: %s\n", total_bad ? "FAIL" : "ok");
+}
+
+// The int8 output for the o product (AttentionQ8Out) is, to the bit, the float output quantized
+// by launch_quantize_act_q8: written by the merge where contexts are split (also for a token of
+// the batch whose context fits one split: its row is read back from out), by the quantizer
+// launched after the decode kernel where the grid has no splits. Tensor-core (F16 head_dim 64 /
+// 128) and SIMT (F32; F16 head_dim 256) decode kernels.
+TEST_F(GpuAttention, Q8OutputMatchesQuantizedFloat) {
+  struct Geometry {
+    const char* name;
+    int n_heads, n_kv_heads, head_dim;
+    DType dtype;
+  };
+  const Geometry geoms[] = {{"g7 d128 F16", 28, 4, 128, DType::kF16},
+                            {"g4 d64 F16", 32, 8, 64, DType::kF16},
+                            {"g7 d128 F32", 28, 4, 128, DType::kF32},
+                            {"g2 d256 F16", 16, 8, 256, DType::kF16}};
+  struct Batch {
+    std::vector<Seq> seqs;
+    int bound;  // grid max_kv_len (0: the problem's own)
+    const char* what;
+  };
+  const Batch batches[] = {{{{200, 1}}, 0, "1 seq, split"},
+                           {{{5, 1}, {300, 1}, {77, 1}}, 4096, "3 seqs, split, one short"},
+                           {{{10, 1}, {20, 1}}, 0, "2 seqs, no split"}};
+  int seed = 950;
+  for (const Geometry& g : geoms) {
+    for (const Batch& b : batches) {
+      const Case c{g.name, g.n_heads, g.n_kv_heads, g.head_dim, 16, g.dtype, 0, b.seqs};
+      const Problem p = make_problem(c, seed++);
+      const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+      const int64_t k = int64_t{c.n_heads} * c.head_dim;
+      DeviceProblem plain(p, b.bound), fused(p, b.bound);
+      Dev<int8_t> q_ref(p.n_tokens * k), q_got(p.n_tokens * k);
+      Dev<float> m_ref(p.n_tokens * k / 8), m_got(p.n_tokens * k / 8);  // float4 per 32
+      plain.launch(p, scale);
+      kernels::launch_quantize_act_q8(plain.out.p, k, p.n_tokens, k, q_ref.p, reinterpret_cast<float4*>(m_ref.p), false,
+                                      nullptr);
+      launch_attention(fused.kv, fused.batch, fused.q.p, fused.qd, c.n_heads, scale, c.window, fused.out.p, fused.qd,
+                       nullptr, AttentionQ8Out{q_got.p, reinterpret_cast<float4*>(m_got.p)});
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << g.name << ", " << b.what;
+      const auto qr = q_ref.get(), qg = q_got.get();
+      const auto mr = m_ref.get(), mg = m_got.get();
+      const bool same = qr == qg && std::memcmp(mr.data(), mg.data(), mr.size() * sizeof(float)) == 0;
+      std::printf("  q8 out %-12s %-26s %s\n", g.name, b.what, same ? "bit-identical" : "FAIL");
+      EXPECT_TRUE(same) << g.name << ", " << b.what;
+    }
+  }
 }
 
 // A decode launch captured in a CUDA graph with the grid sized for 4096 keys (as the runner

@@ -44,6 +44,7 @@
 #include "base/check.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/quant_kernels.cuh"
 
 namespace duet::cuda {
 namespace {
@@ -125,6 +126,8 @@ struct AttnArgs {
   int max_splits;    // the partials' stride and the grid's z extent
   int split_len;     // keys per long-context split (multiple of 32)
   int short_splits;  // 0, or SplitPlan::short_splits (token_split_len)
+  int8_t* q8;        // merge: AttentionQ8Out, or null
+  float4* q8m;
 };
 
 // Keys per split of a token with n_keys allowed keys (a multiple of 32): split_len, or with short
@@ -576,30 +579,45 @@ __global__ void __launch_bounds__(kDtThreads, 4) attention_decode_tc_kernel(Attn
 // Grid (n_tokens, n_heads), head_dim threads: out = sum_s o_s e^(m_s - M) / sum_s l_s e^(m_s - M)
 // over the token's splits (tokens with one split were written by the decode kernel). May be
 // launched programmatically right after the decode kernel: pdl_wait precedes every read. Reads
-// (head_dim + 2) floats per split: negligible next to the K/V bytes.
+// (head_dim + 2) floats per split: negligible next to the K/V bytes. With a.q8 set it writes the
+// AttentionQ8Out rows instead, every token's (a one-split token's row read back from out): each
+// warp's 32 dims are one quantization group (head_dim and head offsets are multiples of 32), so
+// the o product's quantizer needs no launch of its own.
 __global__ void attention_merge_kernel(AttnArgs a, int head_dim) {
   // Lets the next kernel (the o product's quantizer, launched programmatically on sm_90) start
   // while this one finishes; the wait is a no-op for this normally launched kernel.
   detail::pdl_trigger();
   detail::pdl_wait();
   const int t = blockIdx.x, head = blockIdx.y, d = threadIdx.x;
-  if (a.only_single && a.seq_n_tokens[a.seq_ids[t]] != 1) return;
+  if (a.only_single && a.seq_n_tokens[a.seq_ids[t]] != 1) return;  // uniform per block
   const int pos = a.positions[t];
   const int n_keys = pos + 1 - window_begin(pos, a.window);
   const int split_len = token_split_len(a, n_keys);
   const int n_splits = (n_keys + split_len - 1) / split_len;
-  if (n_splits <= 1) return;
-  const float* pp = a.part + (static_cast<int64_t>(t) * a.n_heads + head) * a.max_splits * (head_dim + 2);
-  float mx = -INFINITY;
-  for (int s = 0; s < n_splits; ++s) mx = fmaxf(mx, pp[s * (head_dim + 2) + head_dim]);
-  float L = 0.0f, O = 0.0f;
-  for (int s = 0; s < n_splits; ++s) {
-    const float* ps = pp + s * (head_dim + 2);
-    const float f = expf(ps[head_dim] - mx);
-    L += ps[head_dim + 1] * f;
-    O += ps[d] * f;
+  const int64_t col = static_cast<int64_t>(head) * head_dim + d;
+  float v;
+  if (n_splits <= 1) {
+    if (a.q8 == nullptr) return;
+    v = a.out[static_cast<int64_t>(t) * a.ldo + col];
+  } else {
+    const float* pp = a.part + (static_cast<int64_t>(t) * a.n_heads + head) * a.max_splits * (head_dim + 2);
+    float mx = -INFINITY;
+    for (int s = 0; s < n_splits; ++s) mx = fmaxf(mx, pp[s * (head_dim + 2) + head_dim]);
+    float L = 0.0f, O = 0.0f;
+    for (int s = 0; s < n_splits; ++s) {
+      const float* ps = pp + s * (head_dim + 2);
+      const float f = expf(ps[head_dim] - mx);
+      L += ps[head_dim + 1] * f;
+      O += ps[d] * f;
+    }
+    v = O / L;
+    if (a.q8 == nullptr) {
+      a.out[static_cast<int64_t>(t) * a.ldo + col] = v;
+      return;
+    }
   }
-  a.out[static_cast<int64_t>(t) * a.ldo + static_cast<int64_t>(head) * head_dim + d] = O / L;
+  const int64_t k = static_cast<int64_t>(a.n_heads) * head_dim;  // the q8 row length
+  detail::quantize_group_q8(v, d & 31, a.q8 + t * k + (col & ~int64_t{31}), a.q8m + t * (k / 32) + (col >> 5));
 }
 
 // ---- Prompt ----
@@ -1519,7 +1537,8 @@ size_t attention_scratch_bytes(int n_tokens, int n_heads, int head_dim, int max_
 }
 
 void launch_attention(const PagedKvCache& kv, const AttentionBatch& batch, const float* q, int64_t ldq, int n_heads,
-                      float scale, int sliding_window, float* out, int64_t ldo, cudaStream_t stream) {
+                      float scale, int sliding_window, float* out, int64_t ldo, cudaStream_t stream,
+                      AttentionQ8Out q8) {
   if (batch.n_tokens <= 0) return;
   const int D = kv.head_dim;
   DUET_CHECK_MSG(D == 64 || D == 128 || D == 256, "attention head_dim %d not in {64, 128, 256}", D);
@@ -1579,6 +1598,13 @@ void launch_attention(const PagedKvCache& kv, const AttentionBatch& batch, const
   a.max_splits = splits;
   a.split_len = split_len;
   a.short_splits = plan.short_splits;
+  if (q8.q != nullptr) {
+    DUET_CHECK_MSG(batch.max_seq_tokens <= 1 && batch.n_tokens <= kernels::kDecodeMaxTokens && q8.m != nullptr,
+                   "attention int8 output: decode batches of <= %d tokens only (max_seq_tokens %d, n_tokens %d)",
+                   kernels::kDecodeMaxTokens, batch.max_seq_tokens, batch.n_tokens);
+    a.q8 = q8.q;
+    a.q8m = q8.m;
+  }
 
   const bool f16 = kv.dtype == DType::kF16;
   const int nt = batch.n_tokens, ns = batch.n_seqs, mst = batch.max_seq_tokens;
@@ -1598,6 +1624,10 @@ void launch_attention(const PagedKvCache& kv, const AttentionBatch& batch, const
     if (f16) launch_by_dim<256, __half>(a, nt, ns, mst, splits, mma, merge_pdl, decode_pdl, stream);
     else launch_by_dim<256, float>(a, nt, ns, mst, splits, mma, merge_pdl, decode_pdl, stream);
   }
+  // Without a merge launch the int8 rows come from the quantizer (programmatic where the merge
+  // would have been).
+  if (q8.q != nullptr && splits <= 1)
+    kernels::launch_quantize_act_q8(out, ldo, nt, static_cast<int64_t>(n_heads) * D, q8.q, q8.m, merge_pdl, stream);
 }
 
 void set_attention_prompt_path(AttentionPromptPath path) {

@@ -65,11 +65,25 @@ AttentionPromptPath attention_prompt_path();
 // Scratch bytes the launcher needs for a batch with these bounds.
 size_t attention_scratch_bytes(int n_tokens, int n_heads, int head_dim, int max_kv_len);
 
+// Decode batches can hand the o product its input ready-made: the attention output of each token
+// as int8 per 32 values plus one float4 per 32 (the format of launch_quantize_act_q8,
+// kernels/cuda/quant_kernels.cuh; q [n_tokens][n_heads * head_dim], m [n_tokens][n_heads *
+// head_dim / 32]), what MatmulContext::q8_input() holds for matmul_q8().
+struct AttentionQ8Out {
+  int8_t* q = nullptr;
+  float4* m = nullptr;
+};
+
 // out[t * ldo + h * head_dim + d] = sum_j softmax_j(scale * q_t,h . k_j) v_j[d] over the allowed
 // keys j of token t, for query head h (kv head h / (n_heads / n_kv_heads)). q: float32 rows of
 // n_heads * head_dim at q + t * ldq (already roped and pre-scaled where the model does that).
 // sliding_window: 0 for full attention. The token's own K/V must already be written.
+// q8 (q8.q set): also the output as AttentionQ8Out, for batches of decode rows only
+// (max_seq_tokens <= 1, n_tokens <= 8); the merge of split contexts writes it (no kernel of its
+// own), else a quantizer launched after the decode kernel. out still receives the decode kernel's
+// rows (its contents are then unspecified for tokens whose context was split).
 void launch_attention(const PagedKvCache& kv, const AttentionBatch& batch, const float* q, int64_t ldq, int n_heads,
-                      float scale, int sliding_window, float* out, int64_t ldo, cudaStream_t stream);
+                      float scale, int sliding_window, float* out, int64_t ldo, cudaStream_t stream,
+                      AttentionQ8Out q8 = {});
 
 }  // namespace duet::cuda
