@@ -333,8 +333,7 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
   // itself (the merge of split contexts quantizes; no quantizer launch of the product's own).
   const bool o_q8 = attention_writes_q8() && !padded && ab.max_seq_tokens <= 1 && mm->takes_q8(L.wo.m, n);
   if (!padded) {
-    // Not launched programmatically: with it the qwen2-7b Q4_K_M decode measured 335-365 tok/s
-    // against 383 without (H200, the two runs of 2026-11-30).
+    // Decode attention is launched programmatically on sm_90 (attention.cu, use_decode_pdl).
     launch_attention(kv, ab, Q, ldq, int(nh), score_scale, window, A, qd, s,
                      o_q8 ? AttentionQ8Out{q8.q, q8.m} : AttentionQ8Out{});
   } else {

@@ -197,8 +197,9 @@ constexpr int kMaxHeads = 8;
 // decode kernel does not apply (F32 caches, head_dim 256, groups > 16).
 template <int D, typename T>
 __global__ void __launch_bounds__(kDecWarps * 32, D == 256 ? 3 : 4) attention_decode_kernel(AttnArgs a) {
-  // Lets the next kernel (the o product's quantizer, launched programmatically on sm_90) start
-  // while this one finishes; the wait is a no-op for this normally launched kernel.
+  // Lets the next kernel (the merge, or the o product or its quantizer: programmatic on sm_90)
+  // start while this one finishes; waits for the K/V writes and q (qkv_rope_cache) before any
+  // read when launched programmatically (use_decode_pdl), a no-op otherwise.
   detail::pdl_trigger();
   detail::pdl_wait();
   constexpr int kDpl = D / 32;             // V dims per lane
@@ -402,8 +403,9 @@ struct DtShape {
 // batched tile loads would otherwise take 165 at head_dim 128; ptxas spills 4 bytes.
 template <int D>
 __global__ void __launch_bounds__(kDtThreads, 4) attention_decode_tc_kernel(AttnArgs a) {
-  // Lets the next kernel (the o product's quantizer, launched programmatically on sm_90) start
-  // while this one finishes; the wait is a no-op for this normally launched kernel.
+  // Lets the next kernel (the merge, or the o product or its quantizer: programmatic on sm_90)
+  // start while this one finishes; waits for the K/V writes and q (qkv_rope_cache) before any
+  // read when launched programmatically (use_decode_pdl), a no-op otherwise.
   detail::pdl_trigger();
   detail::pdl_wait();
   namespace wmma = nvcuda::wmma;
@@ -584,8 +586,8 @@ __global__ void __launch_bounds__(kDtThreads, 4) attention_decode_tc_kernel(Attn
 // warp's 32 dims are one quantization group (head_dim and head offsets are multiples of 32), so
 // the o product's quantizer needs no launch of its own.
 __global__ void attention_merge_kernel(AttnArgs a, int head_dim) {
-  // Lets the next kernel (the o product's quantizer, launched programmatically on sm_90) start
-  // while this one finishes; the wait is a no-op for this normally launched kernel.
+  // Lets the next kernel (the o product, launched programmatically on sm_90) start while this
+  // one finishes; waits for the decode kernel's partials when launched programmatically.
   detail::pdl_trigger();
   detail::pdl_wait();
   const int t = blockIdx.x, head = blockIdx.y, d = threadIdx.x;
@@ -1516,16 +1518,19 @@ bool use_merge_pdl() {
   return device_has_merge_pdl();
 }
 
-// DUET_ATTN_PDL=1 launches the decode kernel programmatically too (read once per process; A/B
-// knob, off by default: on the H200 the qwen2-7b Q4_K_M decode measured 335-365 tok/s with it
-// against 383 without before the short splits, and 374.1 against 410.1 tok/s with them (one
-// step 2.72 against 2.49 ms, same run, 2026-11-30); BF16 238.9 against 237.5).
+// The decode kernel is launched programmatically too (sm_90), unless DUET_ATTN_PDL=0 (read once per
+// process; A/B knob). Its producer, qkv_rope_cache_kernel, lets it in only after its own wait:
+// triggered at the producer's start, the decode grid (sized for the longest context) was
+// scheduled while the q/k/v product still ran and took SM slots from it, and programmatic
+// attention measured slower (qwen2-7b Q4_K_M tg128 374.1 against 410.1 tok/s, H200,
+// 2026-11-30). With the late trigger it measured faster (same run, two rounds, 2026-11-30):
+// Q4_K_M 426.7 / 429.2 against 424.1 / 424.1 tok/s, BF16 243.5 / 243.5 against 242.9 / 242.7.
 bool use_decode_pdl() {
-  static const bool env_on = [] {
+  static const bool env_off = [] {
     const char* e = std::getenv("DUET_ATTN_PDL");
-    return e && std::strcmp(e, "1") == 0;
+    return e && std::strcmp(e, "0") == 0;
   }();
-  return env_on && device_has_merge_pdl();
+  return !env_off && device_has_merge_pdl();
 }
 
 }  // namespace

@@ -59,7 +59,6 @@ template <typename T>
 __global__ void qkv_rope_cache_kernel(QkvRopeParams p, T* kc, T* vc, int kv_block_size, int n_kv_heads, int cache_hd,
                                       int n_tokens, const int32_t* positions, const int32_t* seq_ids,
                                       const int32_t* block_tables, int max_blocks, float theta_scale) {
-  detail::pdl_trigger();
   const int heads = p.n_heads + 2 * n_kv_heads;
   const int64_t gw = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
   const int lane = threadIdx.x & 31;
@@ -108,6 +107,10 @@ __global__ void qkv_rope_cache_kernel(QkvRopeParams p, T* kc, T* vc, int kv_bloc
              ((static_cast<int64_t>(block) * n_kv_heads + hh) * kv_block_size + pos % kv_block_size) * cache_hd;
   }
   detail::pdl_wait();
+  // The dependent (decode attention, when launched programmatically: DUET_ATTN_PDL) is let in only
+  // now, once the q/k/v product is done: triggered at the start, its large grid would be
+  // scheduled while the product still runs and hold SM slots the product's blocks need.
+  detail::pdl_trigger();
   if (!live) return;
   const float* src = kind == 0 ? p.q + t * p.ldq : (kind == 1 ? p.k + t * p.ldk : p.v + t * p.ldv);
   src += static_cast<int64_t>(hh) * hd;
