@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
-# Decode A/B on one qwen2-7b Q4_K_M file (random weights) with binaries built elsewhere
-# (scripts/gpu-bundle.sh, packed as BUNDLE.tar.xz): `duet bench` tg128 and decode steps of 1 and
-# 32 sequences under each setting of a knob (KNOB, values VALUES, alternated twice), then
-# llama.cpp on the same file in the same run when LLAMA_TAR names a packed llama_cpp package.
-# FILE / TYPE / ARGS pick another file and benchmark (default q7-q4km.gguf, Q4_K_M,
-# "-p 512 -n 128 -r 3 -b 1,32"; e.g. FILE=q7-fp8ch TYPE=fp8-channel ARGS="-p 2048 -n 0 -r 2 --fp8 native").
-# Usage: KNOB=DUET_MATVEC_PERSISTENT VALUES="0 1" scripts/gpu-decode-ab.sh BUNDLE.tar.xz OUT
+# Decode A/B with binaries built elsewhere (scripts/gpu-bundle.sh, packed as BUNDLE.tar.xz): `duet
+# bench` on qwen2-7b files (random weights) under each setting of one or more knobs, the settings
+# interleaved over ROUNDS rounds (so that drift of the machine hits every setting alike), then
+# llama.cpp on the Q4_K_M file in the same run when LLAMA_TAR names a packed llama_cpp package.
+#   KNOB / VALUES: one knob and its values (default DUET_MATVEC_PERSISTENT, "0 1");
+#   SETS: instead, settings separated by "|", each one or more VAR=value words, "-" for none
+#         (e.g. SETS="- | DUET_MATVEC_PAIR=0 | DUET_ACT_PDL=1 DUET_ACT_LATE_TRIGGER=1");
+#   FILES: which files, of q4km bf16 fp8wo fp8nat (default q4km); FILE / TYPE / ARGS: one other
+#          file and benchmark instead (e.g. FILE=q7-fp8ch TYPE=fp8-channel ARGS="-p 2048 -n 0 -r 2
+#          --fp8 native"); ARGS also replaces the default arguments of FILES' benches;
+#   ROUNDS: rounds (default 2).
+# Every line goes to OUT/ab.txt, then a table of each (file, setting)'s tg128 tok/s per round.
+# Usage: SETS="- | DUET_X=1" FILES="q4km bf16" scripts/gpu-decode-ab.sh BUNDLE.tar.xz OUT
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bundle=$1
@@ -15,19 +21,65 @@ mkdir -p "$out" "$work" /tmp/duet-bin
 tar -xJf "$bundle" -C /tmp/duet-bin
 bin=$(dirname "$(find /tmp/duet-bin -name duet -type f | head -1)")
 export DUET_TOKENIZERS=$bin/tokenizers
-file=${FILE:-q7-q4km.gguf}
-[ -e "$work/$file" ] || "$bin/duet" synth --arch qwen2 --shape qwen2-7b -t "${TYPE:-Q4_K_M}" -o "$work/$file" -q
-for round in 1 2; do
-  for v in ${VALUES:-0 1}; do
-    echo "== $file ${KNOB:-DUET_MATVEC_PERSISTENT}=$v (round $round)"
-    env "${KNOB:-DUET_MATVEC_PERSISTENT}=$v" "$bin/duet" bench -m "$work/$file" ${ARGS:--p 512 -n 128 -r 3 -b 1,32} 2>/dev/null |
-      grep -E "pp|tg|step"
+
+# file spec: name|synth type|default bench arguments
+spec() {
+  case $1 in
+    q4km) echo "q7-q4km.gguf|Q4_K_M|-p 512 -n 128 -r 3 -b 1,32" ;;
+    bf16) echo "q7-bf16.gguf|BF16|-p 0 -n 128 -r 3" ;;
+    fp8wo) echo "q7-fp8ch|fp8-channel|-p 0 -n 128 -r 3 --fp8 weight-only" ;;
+    fp8nat) echo "q7-fp8ch|fp8-channel|-p 0 -n 128 -r 3 --fp8 native" ;;
+  esac
+}
+specs=()
+if [ -n "${FILE:-}" ]; then
+  specs+=("$FILE|${TYPE:-Q4_K_M}|${ARGS:--p 512 -n 128 -r 3 -b 1,32}")
+else
+  for f in ${FILES:-q4km}; do
+    s=$(spec "$f")
+    [ -z "$s" ] && { echo "unknown file kind $f"; exit 2; }
+    [ -n "${ARGS:-}" ] && s="${s%|*}|$ARGS"
+    specs+=("$s")
+  done
+fi
+# The files, made in parallel on the host's cores (each only once).
+for s in "${specs[@]}"; do
+  IFS='|' read -r file type _ <<<"$s"
+  [ -e "$work/$file" ] || "$bin/duet" synth --arch qwen2 --shape qwen2-7b -t "$type" -o "$work/$file" -q &
+done
+wait
+
+if [ -n "${SETS:-}" ]; then
+  IFS='|' read -r -a sets <<<"$SETS"
+else
+  sets=()
+  for v in ${VALUES:-0 1}; do sets+=("${KNOB:-DUET_MATVEC_PERSISTENT}=$v"); done
+fi
+: >"$out/ab.tsv"
+for round in $(seq 1 "${ROUNDS:-2}"); do
+  for s in "${specs[@]}"; do
+    IFS='|' read -r file _ args <<<"$s"
+    for set in "${sets[@]}"; do
+      set=$(echo $set)  # trimmed
+      env_words=()
+      [ "$set" != "-" ] && [ -n "$set" ] && read -r -a env_words <<<"$set"
+      echo "== $file [${set:--}] (round $round)"
+      res=$(env "${env_words[@]}" "$bin/duet" bench -m "$work/$file" $args 2>/dev/null | grep -E "pp|tg|step")
+      echo "$res"
+      tg=$(echo "$res" | awk '$1 == "tg128" {print $2}')
+      printf '%s\t%s\t%s\t%s\n' "$file" "${set:--}" "$round" "${tg:--}" >>"$out/ab.tsv"
+    done
   done
 done | tee -a "$out/ab.txt"
+echo "== tg128 tok/s by file and setting (rounds in order)"
+awk -F'\t' '{k = $1 " [" $2 "]"; if (!(k in v)) order[n++] = k; v[k] = v[k] " " $4} END {for (i = 0; i < n; i++) print order[i] ":" v[order[i]]}' \
+  "$out/ab.tsv" | tee -a "$out/ab.txt"
 if [ -n "${LLAMA_TAR:-}" ] && [ -e "$LLAMA_TAR" ]; then
   mkdir -p /tmp/duet-llsite && tar -xJf "$LLAMA_TAR" -C /tmp/duet-llsite
   [ -n "${LLAMA_DEPS:-}" ] && python3 -m pip install -q --no-index --no-deps --target /tmp/duet-llsite $LLAMA_DEPS 2>&1 | tail -1
   nccl=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)
+  q4=$work/q7-q4km.gguf
+  [ -e "$q4" ] || "$bin/duet" synth --arch qwen2 --shape qwen2-7b -t Q4_K_M -o "$q4" -q
   LD_LIBRARY_PATH="${nccl:+$nccl:}/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}" PYTHONPATH=/tmp/duet-llsite \
-    timeout 200 python3 scripts/ref/llamacpp_gpu_bench.py "$work/$file" --reps 2 2>"$out/llamacpp.err" | tee "$out/llamacpp.jsonl"
+    timeout 200 python3 scripts/ref/llamacpp_gpu_bench.py "$q4" --reps 2 2>"$out/llamacpp.err" | tee "$out/llamacpp.jsonl"
 fi
