@@ -1,9 +1,19 @@
-// Batch validation shared by the backends (see forward_model.h).
+// Batch validation shared by the backends, and the default greedy forward (see forward_model.h).
 #include "model/forward_model.h"
 
 #include <algorithm>
 
+#include "kernels/cpu/sampling.h"
+
 namespace duet {
+
+Status ForwardModel::forward_greedy(const ForwardBatch& batch, int32_t* tokens) {
+  const size_t vocab = hparams().vocab_size, n_out = batch.output_rows.size();
+  greedy_logits_.resize(n_out * vocab);
+  DUET_RETURN_IF_ERROR(forward(batch, greedy_logits_.data()));
+  for (size_t i = 0; i < n_out; ++i) tokens[i] = argmax(greedy_logits_.data() + i * vocab, static_cast<int64_t>(vocab));
+  return Status::ok();
+}
 
 Status resolve_cache_geometry(const HParams& hp, CacheGeometry* g) {
   if (g->kv_block_size == 0 || g->kv_block_size > 4096)

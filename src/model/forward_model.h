@@ -48,8 +48,17 @@ class ForwardModel {
   // ids in the batch return kInvalidArgument before anything is computed.
   virtual Status forward(const ForwardBatch& batch, float* logits) = 0;
 
+  // Greedy decoding without the logits: tokens[i] = the argmax of output row i's logits (the
+  // first maximum on ties, kernels/cpu/sampling.h argmax), output_rows.size() ids (host memory).
+  // Same validation as forward(). The CUDA model takes the argmax on the device and reads back
+  // only the ids; this default runs forward() into host memory and takes it there.
+  virtual Status forward_greedy(const ForwardBatch& batch, int32_t* tokens);
+
   // Time per op when the backend was asked to measure it (CUDA: DUET_CUDA_PROFILE=1), else "".
   virtual std::string profile_report() const { return ""; }
+
+ private:
+  std::vector<float> greedy_logits_;  // forward_greedy's scratch (no allocation per step)
 };
 
 // The paged cache's shape, as both backends size it: kv_block_size tokens per block, max_context

@@ -41,12 +41,22 @@ Status Session::eval(int seq, std::span<const int32_t> tokens, bool all_logits, 
 }
 
 Status Session::eval_from(int seq, std::span<const int32_t> tokens, size_t first_logit, std::vector<float>* logits) {
+  return eval_impl(seq, tokens, first_logit, logits, nullptr);
+}
+
+Status Session::eval_greedy(int seq, std::span<const int32_t> tokens, int32_t* next) {
+  if (tokens.empty()) return invalid_argument("eval_greedy: no tokens");
+  return eval_impl(seq, tokens, tokens.size() - 1, nullptr, next);
+}
+
+Status Session::eval_impl(int seq, std::span<const int32_t> tokens, size_t first_logit, std::vector<float>* logits,
+                          int32_t* greedy) {
   DUET_CHECK_MSG(seq >= 0 && static_cast<size_t>(seq) < tables_.size(), "sequence %d of %zu", seq, tables_.size());
   first_logit = std::min(first_logit, tokens.size());
   const uint32_t vocab = model_.hparams().vocab_size;
   const uint32_t start = n_past_[seq];
   DUET_RETURN_IF_ERROR(reserve(seq, start + static_cast<uint32_t>(tokens.size())));
-  logits->resize((tokens.size() - first_logit) * vocab);
+  if (logits) logits->resize((tokens.size() - first_logit) * vocab);
   // Members reused between calls: no allocation per decode step.
   std::vector<int32_t>& pos = pos_;
   std::vector<int32_t>& ids = ids_;
@@ -61,8 +71,8 @@ Status Session::eval_from(int seq, std::span<const int32_t> tokens, size_t first
       if (b0 + i >= first_logit) rows.push_back(static_cast<int32_t>(i));
     const SeqKvView view{tables_[seq].blocks().data(), static_cast<uint32_t>(tables_[seq].blocks().size())};
     ForwardBatch fb{tokens.subspan(b0, n), pos, ids, std::span<const SeqKvView>(&view, 1), rows};
-    float* out = logits->data() + (b0 > first_logit ? b0 - first_logit : 0) * vocab;
-    Status st = model_.forward(fb, out);
+    const size_t done = b0 > first_logit ? b0 - first_logit : 0;  // output rows of earlier batches
+    Status st = greedy ? model_.forward_greedy(fb, greedy + done) : model_.forward(fb, logits->data() + done * vocab);
     if (!st.is_ok()) {
       tables_[seq].truncate(start, pool_);
       n_past_[seq] = start;
@@ -74,6 +84,15 @@ Status Session::eval_from(int seq, std::span<const int32_t> tokens, size_t first
 }
 
 Status Session::step(std::span<const int> seqs, std::span<const int32_t> tokens, std::vector<float>* logits) {
+  return step_impl(seqs, tokens, logits, nullptr);
+}
+
+Status Session::step_greedy(std::span<const int> seqs, std::span<const int32_t> tokens, int32_t* next) {
+  return step_impl(seqs, tokens, nullptr, next);
+}
+
+Status Session::step_impl(std::span<const int> seqs, std::span<const int32_t> tokens, std::vector<float>* logits,
+                          int32_t* greedy) {
   if (seqs.size() != tokens.size())
     return invalid_argument(std::to_string(seqs.size()) + " sequences but " + std::to_string(tokens.size()) + " tokens");
   std::vector<SeqKvView>& views = views_;
@@ -94,9 +113,13 @@ Status Session::step(std::span<const int> seqs, std::span<const int32_t> tokens,
   }
   for (size_t i = 0; i < seqs.size(); ++i)
     views[i] = SeqKvView{tables_[seqs[i]].blocks().data(), static_cast<uint32_t>(tables_[seqs[i]].blocks().size())};
-  logits->resize(seqs.size() * model_.hparams().vocab_size);
   ForwardBatch fb{tokens, pos, ids, views, rows};
-  DUET_RETURN_IF_ERROR(model_.forward(fb, logits->data()));
+  if (greedy) {
+    DUET_RETURN_IF_ERROR(model_.forward_greedy(fb, greedy));
+  } else {
+    logits->resize(seqs.size() * model_.hparams().vocab_size);
+    DUET_RETURN_IF_ERROR(model_.forward(fb, logits->data()));
+  }
   for (int sq : seqs) ++n_past_[sq];
   return Status::ok();
 }

@@ -37,9 +37,18 @@ class Session {
   Status eval_from(int seq, std::span<const int32_t> tokens, size_t first_logit, std::vector<float>* logits);
   // One token for each of seqs (distinct sequences) in one batch; logits in that order.
   Status step(std::span<const int> seqs, std::span<const int32_t> tokens, std::vector<float>* logits);
+  // Greedy forms (ForwardModel::forward_greedy: on the GPU only the ids come back): *next = the
+  // argmax of the last token's logits; next[i] = that of seqs[i]'s token.
+  Status eval_greedy(int seq, std::span<const int32_t> tokens, int32_t* next);
+  Status step_greedy(std::span<const int> seqs, std::span<const int32_t> tokens, int32_t* next);
 
  private:
   Status reserve(int seq, uint32_t n_tokens);
+  // eval_from / step with either logits (host) or greedy ids as the output.
+  Status eval_impl(int seq, std::span<const int32_t> tokens, size_t first_logit, std::vector<float>* logits,
+                   int32_t* greedy);
+  Status step_impl(std::span<const int> seqs, std::span<const int32_t> tokens, std::vector<float>* logits,
+                   int32_t* greedy);
 
   ForwardModel& model_;
   uint32_t max_batch_tokens_;

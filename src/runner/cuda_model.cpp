@@ -155,17 +155,19 @@ struct CudaModel::Impl {
   int cap_tokens = 0, cap_out = 0;
   DeviceBuffer x, xn, attn, o, gate, up, final_x, logits;
   DeviceBuffer qkv, gu;  // outputs of the fused products
+  DeviceBuffer greedy_dev;  // forward_greedy's ids, [cap_out] int32
+  PinnedInts greedy_host;
   DeviceBuffer attn_scratch;
   DeviceBuffer meta_dev;
   size_t meta_cap = 0;
   PinnedInts meta_host;
 
-  // Decode graphs by (n_tokens, n_seqs, max_blocks, n_out).
+  // Decode graphs by (n_tokens, n_seqs, max_blocks, n_out, greedy).
   struct Graph {
     int seen = 0;  // the first step of a shape runs eagerly (kernels set their attributes then)
     cudaGraphExec_t exec = nullptr;
   };
-  std::map<std::tuple<int, int, int, int>, Graph> graphs;
+  std::map<std::tuple<int, int, int, int, bool>, Graph> graphs;
 
   // DUET_CUDA_PROFILE=1: every forward runs eagerly with an event after each op; the time
   // between consecutive events is added to that op's total (profile_report()).
@@ -241,6 +243,8 @@ struct CudaModel::Impl {
     }
     final_x.resize(size_t(cap_out) * d * f);
     logits.resize(size_t(cap_out) * hp.vocab_size * f);
+    greedy_dev.resize(size_t(cap_out) * sizeof(int32_t));
+    greedy_host.reserve(size_t(cap_out));
     const int64_t max_cols = std::max<int64_t>({int64_t(d), int64_t(qd), int64_t(hp.d_ff)});
     const int64_t max_rows = std::max<int64_t>({int64_t(hp.vocab_size), int64_t(hp.d_ff), int64_t(qd), int64_t(d)});
     mm->reserve(std::max(cap_tokens, cap_out), max_cols, max_rows);
@@ -258,8 +262,11 @@ struct CudaModel::Impl {
   }
 
   void layer_forward(uint32_t il, int n, const AttentionBatch& ab);
+  // The forward pass, then (greedy) the argmax of each logits row into greedy_dev.
   void run_forward(int n, int n_out, const AttentionBatch& ab, const int32_t* tokens_dev,
-                   const std::vector<std::pair<int, int>>& out_runs);
+                   const std::vector<std::pair<int, int>>& out_runs, bool greedy);
+  void forward_body(int n, int n_out, const AttentionBatch& ab, const int32_t* tokens_dev,
+                    const std::vector<std::pair<int, int>>& out_runs);
 };
 
 void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab) {
@@ -399,7 +406,16 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
 }
 
 void CudaModel::Impl::run_forward(int n, int n_out, const AttentionBatch& ab, const int32_t* tokens_dev,
-                                  const std::vector<std::pair<int, int>>& out_runs) {
+                                  const std::vector<std::pair<int, int>>& out_runs, bool greedy) {
+  forward_body(n, n_out, ab, tokens_dev, out_runs);
+  if (greedy && n_out > 0) {
+    launch_argmax(logits.as<float>(), n_out, w.hp.vocab_size, greedy_dev.as<int32_t>(), stream);
+    mark("argmax");
+  }
+}
+
+void CudaModel::Impl::forward_body(int n, int n_out, const AttentionBatch& ab, const int32_t* tokens_dev,
+                                   const std::vector<std::pair<int, int>>& out_runs) {
   const HParams& hp = w.hp;
   const int64_t d = hp.d_model;
   const float emb_scale = tr.embed_scale ? std::sqrt(static_cast<float>(d)) : 1.0f;
@@ -574,8 +590,14 @@ Result<std::unique_ptr<CudaModel>> CudaModel::create(ModelWeights weights, const
   return std::unique_ptr<CudaModel>(new CudaModel(std::move(im)));
 }
 
-Status CudaModel::forward(const ForwardBatch& b, float* logits_out) {
+Status CudaModel::forward(const ForwardBatch& b, float* logits_out) { return run(b, logits_out, nullptr); }
+
+Status CudaModel::forward_greedy(const ForwardBatch& b, int32_t* tokens) { return run(b, nullptr, tokens); }
+
+// logits_out (host) or tokens (host, the argmax of each output row, computed on the device).
+Status CudaModel::run(const ForwardBatch& b, float* logits_out, int32_t* tokens) {
   Impl& m = *impl_;
+  const bool greedy = tokens != nullptr;
   const HParams& hp = m.w.hp;
   DUET_RETURN_IF_ERROR(validate_forward_batch(b, hp.vocab_size, m.opt.kv_block_size, m.opt.n_kv_blocks));
   const int n = static_cast<int>(b.tokens.size());
@@ -664,14 +686,14 @@ Status CudaModel::forward(const ForwardBatch& b, float* logits_out) {
   ab.scratch_bytes = m.attn_scratch.bytes();
 
   if (decode) {
-    Impl::Graph& gr = m.graphs[std::make_tuple(n, n_seqs, max_blocks, n_out)];
+    Impl::Graph& gr = m.graphs[std::make_tuple(n, n_seqs, max_blocks, n_out, greedy)];
     if (gr.seen++ == 0) {
-      m.run_forward(n, n_out, ab, md + off_tok, runs);
+      m.run_forward(n, n_out, ab, md + off_tok, runs, greedy);
     } else {
       if (!gr.exec) {
         cudaGraph_t g = nullptr;
         DUET_CUDA_CHECK(cudaStreamBeginCapture(m.stream, cudaStreamCaptureModeThreadLocal));
-        m.run_forward(n, n_out, ab, md + off_tok, runs);
+        m.run_forward(n, n_out, ab, md + off_tok, runs, greedy);
         DUET_CUDA_CHECK(cudaStreamEndCapture(m.stream, &g));
         DUET_CUDA_CHECK(cudaGraphInstantiateWithFlags(&gr.exec, g, 0));  // this form exists from CUDA 11.4 to 13
         DUET_CUDA_CHECK(cudaGraphDestroy(g));
@@ -679,12 +701,17 @@ Status CudaModel::forward(const ForwardBatch& b, float* logits_out) {
       DUET_CUDA_CHECK(cudaGraphLaunch(gr.exec, m.stream));
     }
   } else {
-    m.run_forward(n, n_out, ab, md + off_tok, runs);
+    m.run_forward(n, n_out, ab, md + off_tok, runs, greedy);
   }
-  if (n_out > 0)
+  int32_t* ids_host = greedy && n_out > 0 ? m.greedy_host.reserve(size_t(n_out)) : nullptr;
+  if (n_out > 0 && greedy)
+    DUET_CUDA_CHECK(cudaMemcpyAsync(ids_host, m.greedy_dev.data(), size_t(n_out) * sizeof(int32_t),
+                                    cudaMemcpyDeviceToHost, m.stream));
+  else if (n_out > 0)
     DUET_CUDA_CHECK(cudaMemcpyAsync(logits_out, m.logits.data(), size_t(n_out) * hp.vocab_size * sizeof(float),
                                     cudaMemcpyDeviceToHost, m.stream));
   DUET_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+  if (ids_host != nullptr) std::memcpy(tokens, ids_host, size_t(n_out) * sizeof(int32_t));
   m.collect_profile();
   return Status::ok();
 }

@@ -45,6 +45,9 @@ class CudaModel : public ForwardModel {
   uint32_t max_context() const override;
   std::string device_name() const override;
   Status forward(const ForwardBatch& batch, float* logits) override;
+  // The argmax of each output row on the device (inside the decode graph); only the ids come
+  // back to the host.
+  Status forward_greedy(const ForwardBatch& batch, int32_t* tokens) override;
   std::string profile_report() const override;
 
   const DeviceInfo& device() const;
@@ -56,6 +59,7 @@ class CudaModel : public ForwardModel {
   uint64_t matmul_macs_per_token() const;
 
  private:
+  Status run(const ForwardBatch& batch, float* logits, int32_t* tokens);
   struct Impl;
   explicit CudaModel(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;

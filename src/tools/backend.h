@@ -53,7 +53,10 @@ struct BenchResult {
 // llama-bench's tests: prefill of n_pp random tokens into an empty cache; decode of n_tg tokens
 // one at a time after a 1-token prompt; best of `reps`. For each B in batch_seqs, the time of one
 // decode step of B sequences with short (ctx_short tokens) contexts, median of n_tg steps.
+// Every evaluation ends as generation does: greedy sampling of each sequence's next token
+// (ForwardModel::forward_greedy: on the GPU only the ids come back); logits = true reads the
+// logits rows back to the host instead (what llama-bench's decode does).
 Result<BenchResult> run_bench(ForwardModel& model, int n_pp, int n_tg, int reps, const std::vector<int>& batch_seqs,
-                              int ctx_short = 128);
+                              int ctx_short = 128, bool logits = false);
 
 }  // namespace duet

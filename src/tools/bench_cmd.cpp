@@ -3,6 +3,8 @@
 // sequence the way llama-bench measures them, and optionally the time of one decode step of B
 // sequences at once. On a GPU each figure is printed beside its fraction of the H200 roofline
 // (decode: matrix bytes read per token / 4.3 TB/s; prompt: FLOPs / 790 TFLOP/s BF16, 1580 FP8).
+// Each evaluation ends as generation does, with the greedy choice of the next token (on the GPU
+// only the ids come back); --logits reads the logits rows back instead, as llama-bench does.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <sstream>
@@ -42,7 +44,7 @@ int run_bench_cmd(int argc, char** argv) {
   CLI::App app{"Prompt and decode speed of a model (llama-bench's pp/tg tests)", "duet bench"};
   std::string model_path, batches;
   int n_pp = 512, n_tg = 128, reps = 3, ctx_short = 128;
-  bool json = false;
+  bool json = false, logits = false;
   BackendOptions bo;
   app.add_option("-m,--model", model_path, "GGUF file, or safetensors file/directory")->required();
   app.add_option("-p,--n-prompt", n_pp, "prompt tokens (default 512; 0 skips)");
@@ -51,6 +53,9 @@ int run_bench_cmd(int argc, char** argv) {
   app.add_option("-b,--batch-seqs", batches, "also time one decode step of B sequences, e.g. 1,8,32");
   app.add_option("--batch-ctx", ctx_short, "context of each sequence for -b (default 128)");
   app.add_flag("--json", json, "print one JSON object");
+  app.add_flag("--logits", logits,
+               "end each evaluation by reading the logits back to the host (as llama-bench does) instead of "
+               "sampling the next token greedily (on the GPU: only the ids come back)");
   add_backend_options(app, bo);
   try {
     app.parse(argc, argv);
@@ -89,7 +94,7 @@ int run_bench_cmd(int argc, char** argv) {
   ForwardModel& fm = *model.value();
   const bool gpu = fm.device_name() != "cpu";
   const double t0 = now_seconds();
-  auto r = run_bench(fm, n_pp, n_tg, reps, bs, ctx_short);
+  auto r = run_bench(fm, n_pp, n_tg, reps, bs, ctx_short, logits);
   if (!r.is_ok()) {
     std::fprintf(stderr, "duet bench: %s\n", r.status().message().c_str());
     return 1;
@@ -107,6 +112,7 @@ int run_bench_cmd(int argc, char** argv) {
                         {"tg", n_tg}, {"tg_tok_s", r->tg_tok_s}};
     if (!gpu) j["simd"] = simd_level_name(cpu_features().level);
     if (gpu) j["pp_roofline"] = pp_roof, j["tg_roofline"] = tg_roof;
+    j["eval_output"] = logits ? "logits" : "greedy";  // what each evaluation hands back (--logits)
     nlohmann::json steps = nlohmann::json::array();
     for (auto [b, ms] : r->batch_step_ms) steps.push_back({{"seqs", b}, {"step_ms", ms}, {"tok_s", b * 1e3 / ms}});
     j["batch_steps"] = steps;

@@ -196,9 +196,12 @@ int run_run(int argc, char** argv) {
   std::vector<int32_t> out;
   std::string text;
   const char* stop = "length";
+  // Greedy decoding asks the backend for the ids only (on the GPU the logits stay there); the
+  // Sampler's greedy choice is the same argmax.
+  const bool greedy = sc.temperature <= 0.0f || sc.top_k == 1;
   const double t1 = now_seconds();
+  int32_t next = sampler.sample(logits.data(), vocab);  // from the prompt's logits
   for (int i = 0; i < n_predict; ++i) {
-    const int32_t next = sampler.sample(logits.data(), vocab);
     if (!ignore_eos && tok && tok->is_eog(next)) {
       stop = "eog";
       break;
@@ -213,8 +216,11 @@ int run_run(int argc, char** argv) {
       }
     }
     if (i + 1 == n_predict) break;
-    st = session.eval(seq, std::span<const int32_t>(&next, 1), false, &logits);
+    const int32_t fed = next;
+    st = greedy ? session.eval_greedy(seq, std::span<const int32_t>(&fed, 1), &next)
+                : session.eval(seq, std::span<const int32_t>(&fed, 1), false, &logits);
     if (!st.is_ok()) return fail(st.message());
+    if (!greedy) next = sampler.sample(logits.data(), vocab);
   }
   if (detok) {
     std::string tail = detok->finish();

@@ -42,6 +42,7 @@
 #include "formats/convert.h"
 #include "formats/gguf.h"
 #include "model/model.h"
+#include "kernels/cpu/sampling.h"
 #include "model/session.h"
 #include "runner/cuda_model.h"
 #include "runtime/device.h"
@@ -151,6 +152,74 @@ Trace trace(ForwardModel& m, const std::vector<int32_t>& toks, int n_prefill, in
   return t;
 }
 
+// The ids forward_greedy returns along the same trace: the prefill's last row, each decoded
+// token's row, 3 per joint step.
+std::vector<int32_t> greedy_trace(ForwardModel& m, const std::vector<int32_t>& toks, int n_prefill, int n_multi_steps) {
+  std::vector<int32_t> ids;
+  {
+    Session s(m, 512);
+    const int q = s.add_sequence();
+    int32_t next = -1;
+    Status st = s.eval_greedy(q, std::span<const int32_t>(toks.data(), n_prefill), &next);
+    EXPECT_TRUE(st.is_ok()) << st.message();
+    ids.push_back(next);
+    for (size_t i = n_prefill; i < toks.size(); ++i) {
+      st = s.eval_greedy(q, std::span<const int32_t>(&toks[i], 1), &next);
+      EXPECT_TRUE(st.is_ok()) << st.message();
+      ids.push_back(next);
+    }
+  }
+  {
+    Session s(m, 512);
+    std::vector<int> seqs;
+    int32_t unused = -1;
+    const int lens[3] = {std::max(1, n_prefill / 3), std::max(1, n_prefill / 2), n_prefill};
+    for (int j = 0; j < 3; ++j) {
+      seqs.push_back(s.add_sequence());
+      Status st = s.eval_greedy(seqs.back(), std::span<const int32_t>(toks.data() + j, lens[j]), &unused);
+      EXPECT_TRUE(st.is_ok()) << st.message();
+    }
+    for (int i = 0; i < n_multi_steps; ++i) {
+      const std::vector<int32_t> step = {toks[i], toks[i + 1], toks[i + 2]};
+      int32_t next[3] = {-1, -1, -1};
+      Status st = s.step_greedy(seqs, step, next);
+      EXPECT_TRUE(st.is_ok()) << st.message();
+      ids.insert(ids.end(), next, next + 3);
+    }
+  }
+  return ids;
+}
+
+// forward_greedy's ids (argmax on the device, only the ids read back; decode steps from the
+// captured graphs) against the argmax of the logits rows forward() returned for the same trace.
+// Rows whose two largest logits lie within 1e-4 of the largest magnitude are not checked: two
+// runs may round those apart (the batched products' stream-K sums use float atomics).
+void check_greedy(ForwardModel& gpu, const Trace& t, const std::vector<int32_t>& toks, int n_prefill, int multi_steps) {
+  const int64_t vocab = gpu.hparams().vocab_size;
+  const std::vector<int32_t> ids = greedy_trace(gpu, toks, n_prefill, multi_steps);
+  std::vector<const float*> rows;
+  rows.push_back(t.prefill.data() + (t.prefill.size() / vocab - 1) * vocab);
+  for (size_t i = 0; i < t.decode.size() / vocab; ++i) rows.push_back(t.decode.data() + i * vocab);
+  for (size_t i = 0; i < t.multi.size() / vocab; ++i) rows.push_back(t.multi.data() + i * vocab);
+  ASSERT_EQ(ids.size(), rows.size());
+  int checked = 0, same = 0;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const float* row = rows[r];
+    const int32_t best = argmax(row, vocab);
+    float second = -INFINITY, mag = 0.f;
+    for (int64_t i = 0; i < vocab; ++i) {
+      mag = std::max(mag, std::fabs(row[i]));
+      if (i != best) second = std::max(second, row[i]);
+    }
+    if (row[best] - second <= 1e-4f * mag) continue;
+    ++checked;
+    same += ids[r] == best;
+    EXPECT_EQ(ids[r], best) << "row " << r;
+  }
+  std::printf("[greedy] %d/%d rows: device argmax = argmax of the logits (%zu rows)\n", same, checked, rows.size());
+  EXPECT_GT(checked, 0);
+}
+
 struct PathCase {
   const char* path;  // DUET_KERNELS value
 };
@@ -183,6 +252,7 @@ void check_model(const std::string& file, const std::vector<int32_t>& toks, int 
   const double bound = bound_for(main, gpu.value()->fp8_mode() == cuda::Fp8Mode::kNative);
   const Trace a = trace(*cpu.value(), toks, n_prefill, multi_steps);
   const Trace b = trace(*gpu.value(), toks, n_prefill, multi_steps);
+  check_greedy(*gpu.value(), b, toks, n_prefill, multi_steps);
   const int64_t vocab = cpu.value()->hparams().vocab_size;
   RowCheck pre, dec, mul;
   compare_rows(b.prefill, a.prefill, vocab, bound, &pre, "prefill");

@@ -17,6 +17,7 @@
 #include "formats/convert.h"
 #include "formats/gguf.h"
 #include "model/model.h"
+#include "kernels/cpu/sampling.h"
 #include "model/session.h"
 
 namespace duet {
@@ -295,6 +296,38 @@ TEST_P(TinyModelTest, BatchedSequencesEqualEachAlone) {
           << GetParam() << " seq " << k << " step " << step;
     }
   }
+}
+
+// The greedy forms (ForwardModel::forward_greedy; the CPU model's default) give the argmax of
+// the logits the plain calls return, in two sessions fed the same tokens: a prompt split over
+// batches of 7 (only the last token's row is an output), then steps of three sequences.
+TEST_P(TinyModelTest, GreedyCallsEqualArgmaxOfLogits) {
+  auto m = load(dir_.string(), DType::kF16, 4);
+  ASSERT_TRUE(m);
+  const int64_t vocab = m->hparams().vocab_size;
+  Session plain(*m, 7), greedy(*m, 7);
+  std::vector<int> ps, gs;
+  std::vector<float> logits;
+  const size_t lens[3] = {10, 17, 3};
+  for (size_t len : lens) {
+    ps.push_back(plain.add_sequence());
+    gs.push_back(greedy.add_sequence());
+    ASSERT_TRUE(plain.eval(ps.back(), std::span<const int32_t>(tokens_.data(), len), false, &logits).is_ok());
+    int32_t next = -1;
+    ASSERT_TRUE(greedy.eval_greedy(gs.back(), std::span<const int32_t>(tokens_.data(), len), &next).is_ok());
+    EXPECT_EQ(next, argmax(logits.data(), vocab)) << GetParam() << " prompt of " << len;
+    EXPECT_EQ(greedy.n_past(gs.back()), len);
+  }
+  for (int step = 0; step < 4; ++step) {
+    std::vector<int32_t> toks, next(3, -1);
+    for (size_t k = 0; k < 3; ++k) toks.push_back(tokens_[lens[k] + step]);
+    ASSERT_TRUE(plain.step(ps, toks, &logits).is_ok());
+    ASSERT_TRUE(greedy.step_greedy(gs, toks, next.data()).is_ok());
+    for (size_t k = 0; k < 3; ++k)
+      EXPECT_EQ(next[k], argmax(logits.data() + k * vocab, vocab)) << GetParam() << " seq " << k << " step " << step;
+  }
+  int32_t none = -1;
+  EXPECT_FALSE(greedy.eval_greedy(gs[0], std::span<const int32_t>(), &none).is_ok());
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, TinyModelTest, ::testing::ValuesIn(kArchs),
