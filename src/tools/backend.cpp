@@ -109,7 +109,7 @@ Result<BenchResult> run_bench(ForwardModel& model, int n_pp, int n_tg, int reps,
   for (auto& t : toks) t = dist(rng);
   BenchResult best;
   std::vector<float> logits;
-  std::vector<int32_t> next(std::max<size_t>(1, batch_seqs.empty() ? 1 : *std::max_element(batch_seqs.begin(), batch_seqs.end())));
+  std::vector<int32_t> next(1);  // greedy ids: one per sequence of the evaluation
   // The evaluation of a sequence's tokens, ending in greedy sampling (or the logits).
   auto eval = [&](Session& s, int q, std::span<const int32_t> t) {
     return want_logits ? s.eval(q, t, false, &logits) : s.eval_greedy(q, t, next.data());
@@ -136,6 +136,7 @@ Result<BenchResult> run_bench(ForwardModel& model, int n_pp, int n_tg, int reps,
   }
   for (int b : batch_seqs) {
     if (b < 1) return invalid_argument("batch of " + std::to_string(b) + " sequences");
+    next.resize(std::max<size_t>(next.size(), static_cast<size_t>(b)));
     Session s(model, static_cast<uint32_t>(std::max(ctx_short, 1)));
     std::vector<int> seqs;
     for (int i = 0; i < b; ++i) {

@@ -198,7 +198,7 @@ int run_run(int argc, char** argv) {
   const char* stop = "length";
   // Greedy decoding asks the backend for the ids only (on the GPU the logits stay there); the
   // Sampler's greedy choice is the same argmax.
-  const bool greedy = sc.temperature <= 0.0f || sc.top_k == 1;
+  const bool greedy = sc.greedy();
   const double t1 = now_seconds();
   int32_t next = sampler.sample(logits.data(), vocab);  // from the prompt's logits
   for (int i = 0; i < n_predict; ++i) {

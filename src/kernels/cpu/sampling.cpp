@@ -16,7 +16,7 @@ int32_t argmax(const float* logits, int64_t n) {
 Sampler::Sampler(const SamplingConfig& config) : config_(config), rng_(config.seed) {}
 
 int32_t Sampler::sample(const float* logits, int64_t vocab_size) {
-  if (config_.temperature <= 0.0f || config_.top_k == 1) return argmax(logits, vocab_size);
+  if (config_.greedy()) return argmax(logits, vocab_size);
   const float inv_t = 1.0f / config_.temperature;
   cand_.resize(vocab_size);
   for (int64_t i = 0; i < vocab_size; ++i) cand_[i] = {logits[i] * inv_t, static_cast<int32_t>(i)};

@@ -16,6 +16,8 @@ struct SamplingConfig {
   int32_t top_k = 0;         // <= 0: all tokens
   float top_p = 1.0f;        // >= 1: no nucleus cut
   uint64_t seed = 0;
+  // The draw is the argmax (what Sampler::sample returns then, without touching the generator).
+  bool greedy() const { return temperature <= 0.0f || top_k == 1; }
 };
 
 // Index of the largest logit (the first one on ties).

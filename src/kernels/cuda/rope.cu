@@ -73,8 +73,8 @@ __global__ void qkv_rope_cache_kernel(QkvRopeParams p, T* kc, T* vc, int kv_bloc
   const float* nw = kind == 0 ? p.q_norm : (kind == 1 ? p.k_norm : nullptr);
   // Everything that does not depend on q, k, v comes before the programmatic-launch wait, off the
   // path from the q/k/v product to attention: biases, norm weights, the rotation angles (position
-  // and host constants only), the cache slot (block tables). Same operations as before, in the
-  // same order, so the results are unchanged to the bit.
+  // and host constants only), the cache slot (block tables). The float operations are those of
+  // the separate kernels, in their order (see above).
   int i0[kMaxPairs], i1[kMaxPairs];
   float b0[kMaxPairs], b1[kMaxPairs], n0[kMaxPairs], n1[kMaxPairs], cs[kMaxPairs], sn[kMaxPairs];
   const int pos = live ? positions[t] : 0;
@@ -161,19 +161,18 @@ __global__ void qkv_rope_cache_kernel(QkvRopeParams p, T* kc, T* vc, int kv_bloc
       }
     return;
   }
-  T* dst = dst_kv;
 #pragma unroll
   for (int j = 0; j < kMaxPairs; ++j)
     if (lane + 32 * j < half) {
       if constexpr (sizeof(T) == 2) {
-        dst[i0[j]] = __float2half_rn(x0[j]);
-        dst[i1[j]] = __float2half_rn(x1[j]);
+        dst_kv[i0[j]] = __float2half_rn(x0[j]);
+        dst_kv[i1[j]] = __float2half_rn(x1[j]);
       } else {
-        dst[i0[j]] = x0[j];
-        dst[i1[j]] = x1[j];
+        dst_kv[i0[j]] = x0[j];
+        dst_kv[i1[j]] = x1[j];
       }
     }
-  for (int i = hd + lane; i < cache_hd; i += 32) dst[i] = T(0.0f);
+  for (int i = hd + lane; i < cache_hd; i += 32) dst_kv[i] = T(0.0f);
 }
 
 }  // namespace
