@@ -5,10 +5,11 @@
 # llama.cpp on the Q4_K_M file in the same run when LLAMA_TAR names a packed llama_cpp package.
 #   KNOB / VALUES: one knob and its values (default DUET_MATVEC_PERSISTENT, "0 1");
 #   SETS: instead, settings separated by "|", each one or more VAR=value words, "-" for none
-#         (e.g. SETS="- | DUET_MATVEC_PAIR=0 | DUET_ACT_PDL=1 DUET_ACT_LATE_TRIGGER=1");
+#         (e.g. SETS="- | DUET_MATVEC_PAIR=0 | DUET_MATVEC_PAIR=0 DUET_ATTN_PDL=0");
 #   FILES: which files, of q4km bf16 fp8wo fp8nat (default q4km); FILE / TYPE / ARGS: one other
 #          file and benchmark instead (e.g. FILE=q7-fp8ch TYPE=fp8-channel ARGS="-p 2048 -n 0 -r 2
-#          --fp8 native"); ARGS also replaces the default arguments of FILES' benches;
+#          --fp8 native"); ARGS also replaces the default arguments of FILES' benches (fp8wo and
+#          fp8nat keep their --fp8 mode);
 #   ROUNDS: rounds (default 2).
 # Every line goes to OUT/ab.txt, then a table of each (file, setting)'s tg128 tok/s per round.
 # Usage: SETS="- | DUET_X=1" FILES="q4km bf16" scripts/gpu-decode-ab.sh BUNDLE.tar.xz OUT
@@ -22,18 +23,19 @@ tar -xJf "$bundle" -C /tmp/duet-bin
 bin=$(dirname "$(find /tmp/duet-bin -name duet -type f | head -1)")
 export DUET_TOKENIZERS=$bin/tokenizers
 
-# file spec: name|synth type|default bench arguments
+# file spec: label|name|synth type|arguments the file always takes|default bench arguments
+# (ARGS replaces only the last: fp8wo and fp8nat keep their --fp8 mode).
 spec() {
   case $1 in
-    q4km) echo "q7-q4km.gguf|Q4_K_M|-p 512 -n 128 -r 3 -b 1,32" ;;
-    bf16) echo "q7-bf16.gguf|BF16|-p 0 -n 128 -r 3" ;;
-    fp8wo) echo "q7-fp8ch|fp8-channel|-p 0 -n 128 -r 3 --fp8 weight-only" ;;
-    fp8nat) echo "q7-fp8ch|fp8-channel|-p 0 -n 128 -r 3 --fp8 native" ;;
+    q4km) echo "q4km|q7-q4km.gguf|Q4_K_M||-p 512 -n 128 -r 3 -b 1,32" ;;
+    bf16) echo "bf16|q7-bf16.gguf|BF16||-p 0 -n 128 -r 3" ;;
+    fp8wo) echo "fp8wo|q7-fp8ch|fp8-channel|--fp8 weight-only|-p 0 -n 128 -r 3" ;;
+    fp8nat) echo "fp8nat|q7-fp8ch|fp8-channel|--fp8 native|-p 0 -n 128 -r 3" ;;
   esac
 }
 specs=()
 if [ -n "${FILE:-}" ]; then
-  specs+=("$FILE|${TYPE:-Q4_K_M}|${ARGS:--p 512 -n 128 -r 3 -b 1,32}")
+  specs+=("$FILE|$FILE|${TYPE:-Q4_K_M}||${ARGS:--p 512 -n 128 -r 3 -b 1,32}")
 else
   for f in ${FILES:-q4km}; do
     s=$(spec "$f")
@@ -42,9 +44,12 @@ else
     specs+=("$s")
   done
 fi
-# The files, made in parallel on the host's cores (each only once).
+# The files, made in parallel on the host's cores (each only once: fp8wo and fp8nat share one).
+made=" "
 for s in "${specs[@]}"; do
-  IFS='|' read -r file type _ <<<"$s"
+  IFS='|' read -r _ file type _ <<<"$s"
+  case $made in *" $file "*) continue ;; esac
+  made="$made$file "
   [ -e "$work/$file" ] || "$bin/duet" synth --arch qwen2 --shape qwen2-7b -t "$type" -o "$work/$file" -q &
 done
 wait
@@ -58,16 +63,16 @@ fi
 : >"$out/ab.tsv"
 for round in $(seq 1 "${ROUNDS:-2}"); do
   for s in "${specs[@]}"; do
-    IFS='|' read -r file _ args <<<"$s"
+    IFS='|' read -r label file _ fixed args <<<"$s"
     for set in "${sets[@]}"; do
       set=$(echo $set)  # trimmed
       env_words=()
       [ "$set" != "-" ] && [ -n "$set" ] && read -r -a env_words <<<"$set"
-      echo "== $file [${set:--}] (round $round)"
-      res=$(env "${env_words[@]}" "$bin/duet" bench -m "$work/$file" $args 2>/dev/null | grep -E "pp|tg|step")
+      echo "== $label [${set:--}] (round $round)"
+      res=$(env "${env_words[@]}" "$bin/duet" bench -m "$work/$file" $fixed $args 2>/dev/null | grep -E "pp|tg|step")
       echo "$res"
       tg=$(echo "$res" | awk '$1 == "tg128" {print $2}')
-      printf '%s\t%s\t%s\t%s\n' "$file" "${set:--}" "$round" "${tg:--}" >>"$out/ab.tsv"
+      printf '%s\t%s\t%s\t%s\n' "$label" "${set:--}" "$round" "${tg:--}" >>"$out/ab.tsv"
     done
   done
 done | tee -a "$out/ab.txt"
