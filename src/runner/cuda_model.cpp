@@ -157,6 +157,7 @@ struct CudaModel::Impl {
   DeviceBuffer qkv, gu;  // outputs of the fused products
   DeviceBuffer greedy_dev;  // forward_greedy's ids, [cap_out] int32
   PinnedInts greedy_host;
+  int last_n_out = 0;  // output rows of the last forward (rows of `logits` last_logits may copy)
   DeviceBuffer attn_scratch;
   DeviceBuffer meta_dev;
   size_t meta_cap = 0;
@@ -712,7 +713,19 @@ Status CudaModel::run(const ForwardBatch& b, float* logits_out, int32_t* tokens)
                                     cudaMemcpyDeviceToHost, m.stream));
   DUET_CUDA_CHECK(cudaStreamSynchronize(m.stream));
   if (ids_host != nullptr) std::memcpy(tokens, ids_host, size_t(n_out) * sizeof(int32_t));
+  m.last_n_out = n_out;
   m.collect_profile();
+  return Status::ok();
+}
+
+Status CudaModel::last_logits(int n_rows, float* out) const {
+  const Impl& m = *impl_;
+  if (n_rows < 0 || n_rows > m.last_n_out)
+    return invalid_argument("last_logits: " + std::to_string(n_rows) + " rows asked, the last forward produced " +
+                            std::to_string(m.last_n_out));
+  if (n_rows == 0) return Status::ok();
+  DUET_CUDA_CHECK(cudaMemcpy(out, m.logits.data(), size_t(n_rows) * m.w.hp.vocab_size * sizeof(float),
+                             cudaMemcpyDeviceToHost));
   return Status::ok();
 }
 

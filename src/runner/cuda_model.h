@@ -48,6 +48,9 @@ class CudaModel : public ForwardModel {
   // The argmax of each output row on the device (inside the decode graph); only the ids come
   // back to the host.
   Status forward_greedy(const ForwardBatch& batch, int32_t* tokens) override;
+  // Copies the first n_rows output rows of the last forward's logits (still on the device after
+  // forward_greedy) into out (n_rows x vocab). For tests and diagnostics: it synchronises.
+  Status last_logits(int n_rows, float* out) const;
   std::string profile_report() const override;
 
   const DeviceInfo& device() const;
