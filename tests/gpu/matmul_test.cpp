@@ -55,6 +55,9 @@ bool is_float(DType t) { return t == DType::kF32 || t == DType::kF16 || t == DTy
 // (896 with 32-blocks, 1000 with plain types: not even a multiple of 16); one long-row shape per
 // type so the decode kernels run with 64 or 128 threads per row too.
 std::vector<std::pair<int64_t, int64_t>> shapes_for(DType t) {
+  // Q4_K adds 2304 x 3584: one sequence takes the preload variant there (kquant_variant 4, every
+  // piece of a row group loaded in one pass; 14 blocks a row, so its last pass is partial).
+  if (t == DType::kQ4_K) return {{300, 768}, {77, 2816}, {33, 16384}, {2304, 3584}};
   if (is_kquant(t)) return {{300, 768}, {77, 2816}, {33, 16384}};
   // FP8: 320 rows (a multiple of 16, as cuBLASLt's FP8 kernels want) takes the native path.
   if (t == DType::kF8_E4M3) return {{320, 896}, {77, 1000}, {16, 16384}};
