@@ -305,9 +305,11 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
   float* V = K + kvd;
   if (L.fused_qkv) {
     product(L.wqkv.m, qkv_q8, XN, d, Q, ldq, false);
-  } else if (L.fused_qk) {
-    product(L.wqk.m, qkv_q8, XN, d, Q, ldq, false);
-    product(L.wv.m, qkv_q8, XN, d, V, ldq, false);
+  } else if (L.fused_qk) {  // one launch for both where the kernels allow (Q4_K_M: Q4_K [wq; wk], Q6_K wv)
+    if (!qkv_q8 || !mm->matmul_q8_pair(L.wqk.m, Q, L.wv.m, V, ldq, n, s)) {
+      product(L.wqk.m, qkv_q8, XN, d, Q, ldq, false);
+      product(L.wv.m, qkv_q8, XN, d, V, ldq, false);
+    }
   } else {
     product(L.wq.m, qkv_q8, XN, d, Q, ldq, false);
     product(L.wk.m, qkv_q8, XN, d, K, ldq, false);

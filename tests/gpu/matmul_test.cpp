@@ -458,6 +458,77 @@ TEST(MatmulUpload, RejectsBadInput) {
   EXPECT_TRUE(upload_matrix(f.view(), *dev_r, Fp8Mode::kAuto).is_ok());
 }
 
+// Two K-quant products of one int8 input in one launch (matmul_q8_pair, Q4_K_M's [wq; wk] and
+// Q6_K wv): every output bit-identical to its own matmul_q8 launch (each part runs the same
+// kernel body with its own thread mapping and variant), for Q4_K + Q6_K, Q6_K + Q4_K and
+// Q4_K + Q4_K, native and generic paths, n = 1, 2, 5, 8. Rows chosen so that both parts take
+// variant 1 (Q4_K parts of >= 1024 rows, Q6_K parts of < 1024), or for one token the preload
+// variant 4 (2304 Q4_K rows); and one pair the kernel does not take.
+TEST(MatmulPair, EqualsSeparateLaunches) {
+  fail_without_device();
+  auto dev_r = query_device(0);
+  ASSERT_TRUE(dev_r.is_ok());
+  const Case q4{DType::kQ4_K, Fp8Scale::kNone, "Q4_K"}, q6{DType::kQ6_K, Fp8Scale::kNone, "Q6_K"};
+  struct Pair {
+    Case a, b;
+    int64_t rows_a, rows_b;
+    bool paired;  // whether matmul_q8_pair takes it
+  };
+  // 2304 Q4_K rows: one token takes the preload variant (4) in both forms. A Q4_K part under 1024
+  // rows has a variant of its own (2: one row per thread group) that the pair kernel does not
+  // run: matmul_q8_pair declines, and the caller launches the two products separately.
+  const Pair pairs[] = {{q4, q6, 1100, 77, true},   {q6, q4, 600, 1100, true}, {q4, q4, 1030, 1100, true},
+                        {q4, q6, 2304, 77, true},   {q4, q4, 1030, 300, false}};
+  const int64_t cols = 2816;
+  const int64_t ldy = 2304 + 77 + 8;
+  float *dx = nullptr, *dy = nullptr;
+  ASSERT_EQ(cudaMalloc(&dx, 8 * cols * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dy, 2 * 8 * ldy * 4), cudaSuccess);
+  std::vector<float> x(8 * cols);
+  std::mt19937 rng(12);
+  std::normal_distribution<float> g(0.f, 1.f);
+  for (auto& v : x) v = g(rng);
+  ASSERT_EQ(cudaMemcpy(dx, x.data(), x.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  uint64_t seed = 77;
+  for (const Pair& pr : pairs) {
+    const HostMatrix ma = make_matrix(pr.a, pr.rows_a, cols, seed++), mb = make_matrix(pr.b, pr.rows_b, cols, seed++);
+    for (KernelPath path : {KernelPath::kNative, KernelPath::kGeneric}) {
+      DeviceInfo dev = *dev_r;
+      dev.path = path;
+      auto wa = upload_matrix(ma.view(), dev, Fp8Mode::kAuto);
+      auto wb = upload_matrix(mb.view(), dev, Fp8Mode::kAuto);
+      ASSERT_TRUE(wa.is_ok() && wb.is_ok());
+      MatmulContext ctx(dev, Fp8Mode::kAuto);
+      ctx.reserve(8, cols, 2304);
+      for (int n : {1, 2, 5, 8}) {
+        float* sep = dy;
+        float* pair = dy + 8 * ldy;
+        ASSERT_EQ(cudaMemset(dy, 0xff, 2 * 8 * ldy * 4), cudaSuccess);
+        // Separate launches, then the pair on the int8 input they left in q8_input().
+        ctx.matmul(wa->m, dx, cols, n, sep, ldy, nullptr);
+        ctx.matmul_q8(wb->m, n, sep + pr.rows_a, ldy, nullptr);
+        const bool took = ctx.matmul_q8_pair(wa->m, pair, wb->m, pair + pr.rows_a, ldy, n, nullptr);
+        EXPECT_EQ(took, pr.paired) << pr.a.name << " + " << pr.b.name << " n=" << n;
+        if (!took) continue;
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        std::vector<float> hs(static_cast<size_t>(n) * ldy), hp(hs.size());
+        ASSERT_EQ(cudaMemcpy(hs.data(), sep, hs.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(hp.data(), pair, hp.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+        int64_t diff = 0;
+        for (int t = 0; t < n; ++t)
+          for (int64_t r = 0; r < pr.rows_a + pr.rows_b; ++r)
+            diff += std::memcmp(&hs[t * ldy + r], &hp[t * ldy + r], 4) != 0;
+        std::printf("  pair %s %lld + %s %lld, %s, n=%d: %lld outputs differ\n", pr.a.name, (long long)pr.rows_a,
+                    pr.b.name, (long long)pr.rows_b, path == KernelPath::kNative ? "native" : "generic", n,
+                    (long long)diff);
+        EXPECT_EQ(diff, 0) << pr.a.name << " + " << pr.b.name << " n=" << n;
+      }
+    }
+  }
+  cudaFree(dx);
+  cudaFree(dy);
+}
+
 // After reserve(), matmul() must be capturable in a CUDA graph (no allocation, no sync): capture a
 // decode and a prompt product and check the replay against eager calls.
 TEST(MatmulGraph, CaptureAndReplay) {

@@ -560,6 +560,14 @@ void MatmulContext::matmul_q8(const DeviceMatrix& w, int n_tokens, float* y, int
   kernels::launch_matvec_q8(w, m.xq.as<int8_t>(), m.xm.as<float4>(), n_tokens, y, ldy, accumulate, pdl(), stream);
 }
 
+bool MatmulContext::matmul_q8_pair(const DeviceMatrix& w1, float* y1, const DeviceMatrix& w2, float* y2, int64_t ldy,
+                                   int n_tokens, cudaStream_t stream) {
+  Impl& m = *impl_;
+  if (!takes_q8(w1, n_tokens) || !takes_q8(w2, n_tokens) || w1.n_cols > m.max_cols) return false;
+  return kernels::launch_matvec_q8_pair(w1, y1, w2, y2, ldy, m.xq.as<int8_t>(), m.xm.as<float4>(), n_tokens, pdl(),
+                                        stream);
+}
+
 void MatmulContext::matmul(const DeviceMatrix& w, const float* x, int64_t ldx, int n_tokens, float* y, int64_t ldy,
                            cudaStream_t stream, bool accumulate) {
   Impl& m = *impl_;

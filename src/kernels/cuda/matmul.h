@@ -64,6 +64,11 @@ class MatmulContext {
   // y (+)= W x for the n_tokens rows a producer wrote into q8_input() (takes_q8(w, n_tokens)).
   void matmul_q8(const DeviceMatrix& w, int n_tokens, float* y, int64_t ldy, cudaStream_t stream,
                  bool accumulate = false);
+  // y1 = W1 x and y2 = W2 x (rows ldy apart) for the n_tokens rows in q8_input(), in one launch
+  // where the kernels allow (two K-quant matrices of the same columns, e.g. Q4_K_M's [wq; wk] and
+  // Q6_K wv): each exactly as matmul_q8 writes it. Returns false, launching nothing, otherwise.
+  bool matmul_q8_pair(const DeviceMatrix& w1, float* y1, const DeviceMatrix& w2, float* y2, int64_t ldy, int n_tokens,
+                      cudaStream_t stream);
   // Native FP8 prompt products (cuBLASLt with per-token activation scales) read x as E4M3 rows,
   // one scale per row; a producer (launch_gated_activation_fp8_rows, ops.h) can write them into
   // fp8_rows_input(w) directly. takes_fp8_rows(w, n) says whether matmul() would quantize its

@@ -149,13 +149,15 @@ __global__ void __launch_bounds__(kThreads) matvec_q8_kernel(QView w, const int8
 // Reduces acc[r][t] over the threads of one row group (blockDim.x threads, a multiple of 32) and
 // stores (or, when accumulate, adds to) y[t * ldy + row0 + r] for t < n, row0 + r < n_rows. Every
 // thread of the block must call it.
+// (tx, ty, bdx): the thread's coordinates in its row group and the group width (threadIdx.x,
+// threadIdx.y, blockDim.x in a plain launch; matvec_kquant_pair_kernel remaps a flat block).
 template <int R, int NT>
 __device__ __forceinline__ void reduce_store_rows(float (&acc)[R][NT], int n, float* y, int64_t ldy, int64_t row0,
-                                                  int64_t n_rows, bool accumulate) {
+                                                  int64_t n_rows, bool accumulate, int tx, int ty, int bdx) {
   static_assert(R * NT <= 32, "one lane per (row, token)");
   __shared__ float red[kThreads / 32][R * NT];
-  const int lane = threadIdx.x & 31;
-  const int warp = (threadIdx.y * blockDim.x + threadIdx.x) >> 5;
+  const int lane = tx & 31;
+  const int warp = (ty * bdx + tx) >> 5;
 #pragma unroll
   for (int r = 0; r < R; ++r)
 #pragma unroll
@@ -168,11 +170,11 @@ __device__ __forceinline__ void reduce_store_rows(float (&acc)[R][NT], int n, fl
       }
     }
   __syncthreads();
-  const int warps_per_row = blockDim.x >> 5;
-  const int i = static_cast<int>(threadIdx.x), r = i / NT, t = i % NT;
+  const int warps_per_row = bdx >> 5;
+  const int i = tx, r = i / NT, t = i % NT;
   if (i < R * NT && t < n && row0 + r < n_rows) {
     float s = 0.f;
-    for (int w = 0; w < warps_per_row; ++w) s += red[threadIdx.y * warps_per_row + w][i];
+    for (int w = 0; w < warps_per_row; ++w) s += red[ty * warps_per_row + w][i];
     float* out = y + t * ldy + row0 + r;
     *out = accumulate ? *out + s : s;
   }
@@ -195,25 +197,27 @@ __device__ __forceinline__ void reduce_store_rows(float (&acc)[R][NT], int n, fl
 // stream; the others lose a fixed 5-10 us per call (activation quantizer and launch, ramp-up,
 // a partial last wave), not bandwidth. Error: that of the int8 activations (matmul_test's
 // bound); the rest is float rounding (Q6_K's stored offset, -32 d, is folded into m: exact).
+// The body, over row-group blocks [block, n_blocks) of a grid, for thread (tx, ty) of a bdx x bdy
+// block (matvec_kquant_kernel passes its own coordinates; the pair kernel below remaps).
 template <DType T, int NT, int R, int U>
-__global__ void __launch_bounds__(kThreads) matvec_kquant_kernel(QView w, const int8_t* __restrict__ xq,
-                                                                 const float4* __restrict__ xm, int n,
-                                                                 float* __restrict__ y, int64_t ldy, bool accumulate) {
-  pdl_trigger();
+__device__ __forceinline__ void kquant_rows(const QView& w, const int8_t* __restrict__ xq,
+                                            const float4* __restrict__ xm, int n, float* __restrict__ y, int64_t ldy,
+                                            bool accumulate, int tx, int ty, int bdx, int bdy, int64_t block,
+                                            int64_t n_blocks) {
   using P = typename quant::PieceOf<T>::type;
   constexpr int G = P::kGroups;
   const int nb = static_cast<int>(w.blocks_per_row);
   const int64_t kq = static_cast<int64_t>(nb) * 256;
   const int64_t nxb = static_cast<int64_t>(nb) * 8;  // activation blocks per token
-  const int p = static_cast<int>(threadIdx.x) % P::kPieces;
-  const int step = static_cast<int>(blockDim.x) / P::kPieces;  // blocks covered by one pass of the group
+  const int p = tx % P::kPieces;
+  const int step = bdx / P::kPieces;  // blocks covered by one pass of the group
   const int half = P::x_half(p);
   const int64_t n_groups = (w.n_rows + R - 1) / R;
   bool waited = false;
   // Persistent over row groups: the launcher sizes the grid to what is resident at once, so every
   // SM gets an equal share (no partial last wave); the loop count is uniform within a block.
-  for (int64_t base = blockIdx.x; base * blockDim.y < n_groups; base += gridDim.x) {
-    const int64_t row0 = (base * blockDim.y + threadIdx.y) * R;
+  for (int64_t base = block; base * bdy < n_groups; base += n_blocks) {
+    const int64_t row0 = (base * bdy + ty) * R;
     float acc[R][NT];
 #pragma unroll
     for (int r = 0; r < R; ++r)
@@ -223,7 +227,7 @@ __global__ void __launch_bounds__(kThreads) matvec_kquant_kernel(QView w, const 
       int64_t rows[R];  // rows past the end repeat the last one (loaded, never stored)
 #pragma unroll
       for (int r = 0; r < R; ++r) rows[r] = row0 + r < w.n_rows ? row0 + r : w.n_rows - 1;
-      for (int b0 = static_cast<int>(threadIdx.x) / P::kPieces; b0 < nb; b0 += U * step) {
+      for (int b0 = tx / P::kPieces; b0 < nb; b0 += U * step) {
         P pc[U][R];
 #pragma unroll
         for (int u = 0; u < U; ++u)
@@ -270,10 +274,45 @@ __global__ void __launch_bounds__(kThreads) matvec_kquant_kernel(QView w, const 
       pdl_wait();
       waited = true;
     }
-    reduce_store_rows<R, NT>(acc, n, y, ldy, row0, w.n_rows, accumulate);
+    reduce_store_rows<R, NT>(acc, n, y, ldy, row0, w.n_rows, accumulate, tx, ty, bdx);
     __syncthreads();  // the next group reuses reduce_store_rows' shared array
   }
   if (!waited) pdl_wait();
+}
+
+template <DType T, int NT, int R, int U>
+__global__ void __launch_bounds__(kThreads) matvec_kquant_kernel(QView w, const int8_t* __restrict__ xq,
+                                                                 const float4* __restrict__ xm, int n,
+                                                                 float* __restrict__ y, int64_t ldy, bool accumulate) {
+  pdl_trigger();
+  kquant_rows<T, NT, R, U>(w, xq, xm, n, y, ldy, accumulate, static_cast<int>(threadIdx.x), static_cast<int>(threadIdx.y),
+                           static_cast<int>(blockDim.x), static_cast<int>(blockDim.y), blockIdx.x, gridDim.x);
+}
+
+// Two K-quant products of the same int8 input in one launch (launch_matvec_q8_pair): blocks
+// [0, blocks1) run W1 -> y1, the rest W2 -> y2, each with the thread mapping and variant (R 2,
+// U 1 or, variant 4, U 4) of its own launch (tpr1 / tpr2 threads per row group in a flat block
+// of kThreads), so each part computes exactly what its own launch would. The case it exists for: Q4_K_M's [wq; wk] (Q4_K)
+// and its Q6_K wv, whose separate launches left the small wv product waiting for the first.
+struct PairArgs {
+  QView w1, w2;
+  float* y1;
+  float* y2;
+  int64_t ldy;
+  int tpr1, tpr2;
+  int64_t blocks1, blocks2;
+};
+template <DType T1, int U1, DType T2, int U2, int NT>
+__global__ void __launch_bounds__(kThreads) matvec_kquant_pair_kernel(PairArgs a, const int8_t* __restrict__ xq,
+                                                                      const float4* __restrict__ xm, int n) {
+  pdl_trigger();
+  const int t = static_cast<int>(threadIdx.x);
+  if (blockIdx.x < a.blocks1)
+    kquant_rows<T1, NT, 2, U1>(a.w1, xq, xm, n, a.y1, a.ldy, false, t % a.tpr1, t / a.tpr1, a.tpr1, kThreads / a.tpr1,
+                               blockIdx.x, a.blocks1);
+  else
+    kquant_rows<T2, NT, 2, U2>(a.w2, xq, xm, n, a.y2, a.ldy, false, t % a.tpr2, t / a.tpr2, a.tpr2, kThreads / a.tpr2,
+                               blockIdx.x - a.blocks1, a.blocks2);
 }
 
 // 16 bytes of a float-type row -> kElems floats.
@@ -482,7 +521,8 @@ __global__ void __launch_bounds__(kThreads) matvec_fp8_kernel(DeviceMatrix w, co
       for (int t = 0; t < NT; ++t) acc[r][t] *= rs;
     }
   }
-  reduce_store_rows<R, NT>(acc, n, y, ldy, row0, w.n_rows, accumulate);
+  reduce_store_rows<R, NT>(acc, n, y, ldy, row0, w.n_rows, accumulate, static_cast<int>(threadIdx.x),
+                             static_cast<int>(threadIdx.y), static_cast<int>(blockDim.x));
 }
 
 // FP8 E4M3 W (weight-only) x float activations staged in shared memory (launch_fp8_smem picks it
@@ -877,6 +917,76 @@ void launch_stage_act_f32(const float* x, int64_t ldx, int n, int64_t k, float* 
   const int64_t total = n * kpad;
   stage_act_f32_kernel<<<static_cast<unsigned>((total + 255) / 256), 256, 0, s>>>(x, ldx, n, k, xs, kpad);
   DUET_CUDA_CHECK_LAUNCH();
+}
+
+// The pair launch: both matrices Q4_K or Q6_K with the same columns, each taking kquant variant 1
+// (R = 2, U = 1) at n tokens, or variant 4 (a one-token Q4_K part); DUET_MATVEC_PAIR not "0"
+// (A/B knob). A Q4_K part under 1024 rows (variant 2: Q4_K_M's Q4_K wv layers) is declined.
+// qwen2-7b Q4_K_M tg128 455.8 / 455.3 tok/s against 453.3 / 454.7 with DUET_MATVEC_PAIR=0 (H200,
+// 2026-11-30, interleaved in one run): 14 of 28 layers lose a launch.
+bool matvec_q8_pairs(const DeviceMatrix& w1, const DeviceMatrix& w2, int n) {
+  const auto kq = [](DType t) { return t == DType::kQ4_K || t == DType::kQ6_K; };
+  const auto v_ok = [n](const DeviceMatrix& w) {  // variant 1, or 4 (Q4_K, one token: kquant_variant)
+    const int v = kquant_variant(w.dtype, w.n_rows, w.n_cols, n);
+    return v == 1 || (v == 4 && w.dtype == DType::kQ4_K && n == 1);
+  };
+  const char* e = std::getenv("DUET_MATVEC_PAIR");
+  if ((e != nullptr && e[0] == '0') || legacy_kernels() || forced_variant() >= 0) return false;
+  return kq(w1.dtype) && kq(w2.dtype) && w1.n_cols == w2.n_cols && n >= 1 && n <= kDecodeMaxTokens && v_ok(w1) &&
+         v_ok(w2);
+}
+
+namespace {
+// u1, u2: each part's loads in flight, 1 or 4 (variant 4: Q4_K, one token only).
+template <DType T1, DType T2>
+void launch_pair_typed(const PairArgs& a, int u1, int u2, const int8_t* xq, const float4* xm, int n, bool pdl,
+                       cudaStream_t s) {
+  const dim3 grid(static_cast<unsigned>(a.blocks1 + a.blocks2));
+  dispatch_nt(n, [&](auto nt) {
+    constexpr int NT = decltype(nt)::value;
+    if constexpr (NT == 1 && T1 == DType::kQ4_K && T2 == DType::kQ4_K) {
+      if (u1 == 4 && u2 == 4) return detail::launch_maybe_pdl(matvec_kquant_pair_kernel<T1, 4, T2, 4, NT>, grid, dim3(kThreads), 0, s, pdl, a, xq, xm, n);
+      if (u1 == 4) return detail::launch_maybe_pdl(matvec_kquant_pair_kernel<T1, 4, T2, 1, NT>, grid, dim3(kThreads), 0, s, pdl, a, xq, xm, n);
+      if (u2 == 4) return detail::launch_maybe_pdl(matvec_kquant_pair_kernel<T1, 1, T2, 4, NT>, grid, dim3(kThreads), 0, s, pdl, a, xq, xm, n);
+    } else if constexpr (NT == 1 && T1 == DType::kQ4_K) {
+      if (u1 == 4) return detail::launch_maybe_pdl(matvec_kquant_pair_kernel<T1, 4, T2, 1, NT>, grid, dim3(kThreads), 0, s, pdl, a, xq, xm, n);
+    } else if constexpr (NT == 1 && T2 == DType::kQ4_K) {
+      if (u2 == 4) return detail::launch_maybe_pdl(matvec_kquant_pair_kernel<T1, 1, T2, 4, NT>, grid, dim3(kThreads), 0, s, pdl, a, xq, xm, n);
+    }
+    detail::launch_maybe_pdl(matvec_kquant_pair_kernel<T1, 1, T2, 1, NT>, grid, dim3(kThreads), 0, s, pdl, a, xq, xm, n);
+  });
+}
+}  // namespace
+
+bool launch_matvec_q8_pair(const DeviceMatrix& w1, float* y1, const DeviceMatrix& w2, float* y2, int64_t ldy,
+                           const int8_t* xq, const float4* xm, int n, bool pdl_ok, cudaStream_t s) {
+  if (!matvec_q8_pairs(w1, w2, n)) return false;
+  PairArgs a;
+  a.w1 = QView{static_cast<const uint8_t*>(w1.data), w1.n_rows, w1.n_cols / 256, w1.row_bytes};
+  a.w2 = QView{static_cast<const uint8_t*>(w2.data), w2.n_rows, w2.n_cols / 256, w2.row_bytes};
+  a.y1 = y1;
+  a.y2 = y2;
+  a.ldy = ldy;
+  // Each part's threads per group and blocks as its own launch_kquant<T, NT, 2, 1> would take.
+  const auto part = [](const DeviceMatrix& w, int* tpr, int64_t* blocks) {
+    const int pieces = w.dtype == DType::kQ4_K ? quant::PieceQ4K::kPieces : quant::PieceQ6K::kPieces;
+    const int64_t groups = (w.n_rows + 1) / 2;
+    *tpr = threads_per_group(w.n_rows, groups, (w.n_cols / 256) * pieces);
+    const int64_t per_block = kThreads / *tpr;
+    *blocks = (groups + per_block - 1) / per_block;
+  };
+  part(w1, &a.tpr1, &a.blocks1);
+  part(w2, &a.tpr2, &a.blocks2);
+  const bool pdl = use_pdl(pdl_ok);
+  const bool q4_1 = w1.dtype == DType::kQ4_K, q4_2 = w2.dtype == DType::kQ4_K;
+  const int u1 = kquant_variant(w1.dtype, w1.n_rows, w1.n_cols, n) == 4 ? 4 : 1;
+  const int u2 = kquant_variant(w2.dtype, w2.n_rows, w2.n_cols, n) == 4 ? 4 : 1;
+  if (q4_1 && !q4_2) launch_pair_typed<DType::kQ4_K, DType::kQ6_K>(a, u1, u2, xq, xm, n, pdl, s);
+  else if (q4_1) launch_pair_typed<DType::kQ4_K, DType::kQ4_K>(a, u1, u2, xq, xm, n, pdl, s);
+  else if (!q4_2) launch_pair_typed<DType::kQ6_K, DType::kQ6_K>(a, u1, u2, xq, xm, n, pdl, s);
+  else launch_pair_typed<DType::kQ6_K, DType::kQ4_K>(a, u1, u2, xq, xm, n, pdl, s);
+  DUET_CUDA_CHECK_LAUNCH();
+  return true;
 }
 
 void launch_matvec_q8(const DeviceMatrix& w, const int8_t* xq, const float4* xm, int n, float* y, int64_t ldy,
