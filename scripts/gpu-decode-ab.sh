@@ -11,7 +11,8 @@
 #          --fp8 native"); ARGS also replaces the default arguments of FILES' benches (fp8wo and
 #          fp8nat keep their --fp8 mode);
 #   ROUNDS: rounds (default 2).
-# Every line goes to OUT/ab.txt, then a table of each (file, setting)'s tg128 tok/s per round.
+# Every line goes to OUT/ab.txt, then a table of each (file, figure, setting)'s values per round
+# (tg128 / pp512 tok/s, step ms; OUT/ab.tsv holds them one per row).
 # Usage: SETS="- | DUET_X=1" FILES="q4km bf16" scripts/gpu-decode-ab.sh BUNDLE.tar.xz OUT
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -71,13 +72,14 @@ for round in $(seq 1 "${ROUNDS:-2}"); do
       echo "== $label [${set:--}] (round $round)"
       res=$(env "${env_words[@]}" "$bin/duet" bench -m "$work/$file" $fixed $args 2>/dev/null | grep -E "pp|tg|step")
       echo "$res"
-      tg=$(echo "$res" | awk '$1 == "tg128" {print $2}')
-      printf '%s\t%s\t%s\t%s\n' "$label" "${set:--}" "$round" "${tg:--}" >>"$out/ab.tsv"
+      # One row per figure: tg/pp tok/s, step ms ("step x32 4.969 ms ..." -> step_x32).
+      echo "$res" | awk -v l="$label" -v s="${set:--}" -v r="$round" -v OFS='\t' \
+        '$1 ~ /^(tg|pp)[0-9]+$/ {print l, s, r, $1, $2} $1 == "step" {print l, s, r, "step_" $2 "_ms", $3}' >>"$out/ab.tsv"
     done
   done
 done | tee -a "$out/ab.txt"
-echo "== tg128 tok/s by file and setting (rounds in order)"
-awk -F'\t' '{k = $1 " [" $2 "]"; if (!(k in v)) order[n++] = k; v[k] = v[k] " " $4} END {for (i = 0; i < n; i++) print order[i] ":" v[order[i]]}' \
+echo "== by file, figure and setting (rounds in order; tg/pp in tok/s, steps in ms)"
+awk -F'\t' '{k = $1 " " $4 " [" $2 "]"; if (!(k in v)) order[n++] = k; v[k] = v[k] " " $5} END {for (i = 0; i < n; i++) print order[i] ":" v[order[i]]}' \
   "$out/ab.tsv" | tee -a "$out/ab.txt"
 if [ -n "${LLAMA_TAR:-}" ] && [ -e "$LLAMA_TAR" ]; then
   mkdir -p /tmp/duet-llsite && tar -xJf "$LLAMA_TAR" -C /tmp/duet-llsite
