@@ -56,6 +56,9 @@ class ForwardModel {
 
   // Time per op when the backend was asked to measure it (CUDA: DUET_CUDA_PROFILE=1), else "".
   virtual std::string profile_report() const { return ""; }
+  // While paused, forwards are left out of profile_report() (benchmarks pause it over warm-up
+  // and untimed work). No effect on a backend that does not profile.
+  virtual void pause_profile(bool paused) { (void)paused; }
 
  private:
   std::vector<float> greedy_logits_;  // forward_greedy's scratch (no allocation per step)

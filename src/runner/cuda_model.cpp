@@ -192,8 +192,13 @@ struct CudaModel::Impl {
     event_names[n_marks] = name;
     DUET_CUDA_CHECK(cudaEventRecord(events[n_marks++], stream));
   }
+  bool profile_paused = false;  // pause_profile(): forwards not added to op_ms
   void collect_profile() {
     if (!profile || n_marks == 0) return;
+    if (profile_paused) {
+      n_marks = 0;
+      return;
+    }
     DUET_CUDA_CHECK(cudaEventSynchronize(events[n_marks - 1]));
     for (size_t i = 1; i < n_marks; ++i) {
       float ms = 0;
@@ -730,6 +735,8 @@ Status CudaModel::last_logits(int n_rows, float* out) const {
                              cudaMemcpyDeviceToHost));
   return Status::ok();
 }
+
+void CudaModel::pause_profile(bool paused) { impl_->profile_paused = paused; }
 
 std::string CudaModel::profile_report() const {
   const Impl& m = *impl_;

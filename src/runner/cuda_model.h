@@ -52,6 +52,7 @@ class CudaModel : public ForwardModel {
   // forward_greedy) into out (n_rows x vocab). For tests and diagnostics: it synchronises.
   Status last_logits(int n_rows, float* out) const;
   std::string profile_report() const override;
+  void pause_profile(bool paused) override;
 
   const DeviceInfo& device() const;
   Fp8Mode fp8_mode() const;

@@ -1,4 +1,4 @@
-// Backend selection and the shared speed measurement (see backend.h).
+// Backend selection (see backend.h).
 #include "tools/backend.h"
 
 #include <algorithm>
@@ -98,63 +98,6 @@ WeightStats weight_stats(const ModelWeights& w) {
   for (auto [t, b] : by_type)
     if (b > best) best = b, s.main_dtype = t;
   return s;
-}
-
-Result<BenchResult> run_bench(ForwardModel& model, int n_pp, int n_tg, int reps, const std::vector<int>& batch_seqs,
-                              int ctx_short, bool want_logits) {
-  std::mt19937 rng(0);
-  const int32_t vocab = static_cast<int32_t>(model.hparams().vocab_size);
-  std::uniform_int_distribution<int32_t> dist(100, std::max(101, std::min(vocab - 1, 30000)));
-  std::vector<int32_t> toks(std::max({n_pp, n_tg + 1, ctx_short + n_tg + 1}));
-  for (auto& t : toks) t = dist(rng);
-  BenchResult best;
-  std::vector<float> logits;
-  std::vector<int32_t> next(1);  // greedy ids: one per sequence of the evaluation
-  // The evaluation of a sequence's tokens, ending in greedy sampling (or the logits).
-  auto eval = [&](Session& s, int q, std::span<const int32_t> t) {
-    return want_logits ? s.eval(q, t, false, &logits) : s.eval_greedy(q, t, next.data());
-  };
-  // One untimed warm-up of each shape (first-use allocations, graph capture).
-  for (int r = 0; r <= reps; ++r) {
-    const bool timed = r > 0;
-    if (n_pp > 0) {
-      Session s(model, static_cast<uint32_t>(n_pp));
-      const int q = s.add_sequence();
-      const double t0 = now_seconds();
-      DUET_RETURN_IF_ERROR(eval(s, q, std::span<const int32_t>(toks.data(), n_pp)));
-      if (timed) best.pp_tok_s = std::max(best.pp_tok_s, n_pp / (now_seconds() - t0));
-    }
-    if (n_tg > 0) {
-      Session s(model);
-      const int q = s.add_sequence();
-      DUET_RETURN_IF_ERROR(eval(s, q, std::span<const int32_t>(toks.data(), 1)));
-      const int n = timed ? n_tg : std::min(n_tg, 4);
-      const double t0 = now_seconds();
-      for (int i = 0; i < n; ++i) DUET_RETURN_IF_ERROR(eval(s, q, std::span<const int32_t>(toks.data() + 1 + i, 1)));
-      if (timed) best.tg_tok_s = std::max(best.tg_tok_s, n / (now_seconds() - t0));
-    }
-  }
-  for (int b : batch_seqs) {
-    if (b < 1) return invalid_argument("batch of " + std::to_string(b) + " sequences");
-    next.resize(std::max<size_t>(next.size(), static_cast<size_t>(b)));
-    Session s(model, static_cast<uint32_t>(std::max(ctx_short, 1)));
-    std::vector<int> seqs;
-    for (int i = 0; i < b; ++i) {
-      seqs.push_back(s.add_sequence());
-      DUET_RETURN_IF_ERROR(eval(s, seqs.back(), std::span<const int32_t>(toks.data(), ctx_short)));
-    }
-    std::vector<int32_t> step_toks(b);
-    std::vector<double> ms;
-    for (int i = 0; i < std::max(n_tg, 3) + 2; ++i) {
-      for (int j = 0; j < b; ++j) step_toks[j] = toks[ctx_short + i];
-      const double t0 = now_seconds();
-      DUET_RETURN_IF_ERROR(want_logits ? s.step(seqs, step_toks, &logits) : s.step_greedy(seqs, step_toks, next.data()));
-      if (i >= 2) ms.push_back((now_seconds() - t0) * 1e3);  // two warm-up steps
-    }
-    std::sort(ms.begin(), ms.end());
-    best.batch_step_ms.emplace_back(b, ms[ms.size() / 2]);
-  }
-  return best;
 }
 
 }  // namespace duet

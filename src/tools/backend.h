@@ -1,6 +1,6 @@
 // Backend selection for the commands that evaluate a model (run, bench, perplexity): the
-// --device / --fp8 / --no-graphs / -t / --kv-f32 options, opening a CPU Model or a CUDA model
-// behind the ForwardModel seam, and the llama-bench style speed measurement both share.
+// --device / --fp8 / --no-graphs / -t / --kv-f32 options, and opening a CPU Model or a CUDA model
+// behind the ForwardModel seam (the speed measurement they share: model/bench.h).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "model/bench.h"
 #include "model/forward_model.h"
 #include "model/weights.h"
 #include "tokenizer/tokenizer.h"
@@ -44,19 +45,5 @@ struct WeightStats {
   DType main_dtype = DType::kF32;  // the type of most matrix bytes
 };
 WeightStats weight_stats(const ModelWeights& w);
-
-struct BenchResult {
-  double pp_tok_s = 0, tg_tok_s = 0;
-  std::vector<std::pair<int, double>> batch_step_ms;  // (sequences, decode step ms)
-};
-
-// llama-bench's tests: prefill of n_pp random tokens into an empty cache; decode of n_tg tokens
-// one at a time after a 1-token prompt; best of `reps`. For each B in batch_seqs, the time of one
-// decode step of B sequences with short (ctx_short tokens) contexts, median of n_tg steps.
-// Every evaluation ends as generation does: greedy sampling of each sequence's next token
-// (ForwardModel::forward_greedy: on the GPU only the ids come back); logits = true reads the
-// logits rows back to the host instead (what llama-bench's decode does).
-Result<BenchResult> run_bench(ForwardModel& model, int n_pp, int n_tg, int reps, const std::vector<int>& batch_seqs,
-                              int ctx_short = 128, bool logits = false);
 
 }  // namespace duet

@@ -16,6 +16,7 @@
 
 #include "formats/convert.h"
 #include "formats/gguf.h"
+#include "model/bench.h"
 #include "model/model.h"
 #include "kernels/cpu/sampling.h"
 #include "model/session.h"
@@ -328,6 +329,56 @@ TEST_P(TinyModelTest, GreedyCallsEqualArgmaxOfLogits) {
   }
   int32_t none = -1;
   EXPECT_FALSE(greedy.eval_greedy(gs[0], std::span<const int32_t>(), &none).is_ok());
+}
+
+// A backend's profile (pause_profile) must cover exactly the forwards run_bench times: a model
+// that counts its forwards, paused and not, around the tiny llama. With -p 8 -n 4 -r 2 and one
+// batch of 3 sequences (5-token prompts): per timed round 1 prompt forward + 4 decode forwards
+// (the 1-token prompt before them is untimed), the warm-up round untimed, then 4 of the 6 batch
+// steps; the batch prompts untimed. The profile is left running afterwards. (Under ASan this
+// also caught run_bench reading one token past its list in the batch steps.)
+class CountingModel : public ForwardModel {
+ public:
+  explicit CountingModel(ForwardModel& m) : m_(m) {}
+  const HParams& hparams() const override { return m_.hparams(); }
+  uint32_t kv_block_size() const override { return m_.kv_block_size(); }
+  uint32_t n_kv_blocks() const override { return m_.n_kv_blocks(); }
+  uint32_t max_context() const override { return m_.max_context(); }
+  std::string device_name() const override { return m_.device_name(); }
+  Status forward(const ForwardBatch& b, float* logits) override {
+    ++(paused_ ? paused_forwards : profiled_forwards);
+    return m_.forward(b, logits);
+  }
+  void pause_profile(bool paused) override { paused_ = paused; }
+  bool paused() const { return paused_; }
+  int paused_forwards = 0, profiled_forwards = 0;
+
+ private:
+  ForwardModel& m_;
+  bool paused_ = false;
+};
+
+TEST(Bench, ProfileCoversOnlyTimedForwards) {
+  auto m = load(data_dir("llama").string());
+  ASSERT_TRUE(m);
+  for (bool logits : {false, true}) {
+    CountingModel c(*m);
+    auto r = run_bench(c, 8, 4, 2, {3}, 5, logits);
+    ASSERT_TRUE(r.is_ok()) << r.status().message();
+    EXPECT_EQ(c.profiled_forwards, 2 * (1 + 4) + 4) << "logits " << logits;
+    EXPECT_EQ(c.paused_forwards, (1 + 1 + 4) + 2 * 1 + 3 + 2) << "logits " << logits;
+    EXPECT_FALSE(c.paused());
+    EXPECT_GT(r->pp_tok_s, 0);
+    EXPECT_GT(r->tg_tok_s, 0);
+    ASSERT_EQ(r->batch_step_ms.size(), 1u);
+    EXPECT_EQ(r->batch_step_ms[0].first, 3);
+  }
+  CountingModel c(*m);
+  EXPECT_FALSE(run_bench(c, 0, 0, 1, {0}).is_ok());  // a batch of no sequences
+  EXPECT_FALSE(c.paused());
+  EXPECT_FALSE(run_bench(c, 0, 0, 1, {2}, 0).is_ok());  // batch contexts of no tokens
+  EXPECT_FALSE(run_bench(c, -1, 4, 1, {}).is_ok());
+  EXPECT_EQ(c.profiled_forwards + c.paused_forwards, 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, TinyModelTest, ::testing::ValuesIn(kArchs),
