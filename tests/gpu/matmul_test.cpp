@@ -91,6 +91,19 @@ struct HostMatrix {
   }
 };
 
+// n normal(0, 1) floats from std::mt19937(seed), copied to a new device buffer (the caller
+// frees it; null after a failure, which is reported).
+float* device_randn(size_t n, uint32_t seed) {
+  std::vector<float> x(n);
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> g(0.f, 1.f);
+  for (auto& v : x) v = g(rng);
+  float* d = nullptr;
+  EXPECT_EQ(cudaMalloc(&d, n * 4), cudaSuccess);
+  EXPECT_EQ(cudaMemcpy(d, x.data(), n * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  return d;
+}
+
 HostMatrix make_matrix(const Case& c, int64_t rows, int64_t cols, uint64_t seed) {
   HostMatrix m;
   m.dtype = c.dtype;
@@ -481,14 +494,10 @@ TEST(MatmulPair, EqualsSeparateLaunches) {
                         {q4, q6, 2304, 77, true},   {q4, q4, 1030, 300, false}};
   const int64_t cols = 2816;
   const int64_t ldy = 2304 + 77 + 8;
-  float *dx = nullptr, *dy = nullptr;
-  ASSERT_EQ(cudaMalloc(&dx, 8 * cols * 4), cudaSuccess);
+  float* dx = device_randn(8 * cols, 12);
+  float* dy = nullptr;
+  ASSERT_TRUE(dx != nullptr);
   ASSERT_EQ(cudaMalloc(&dy, 2 * 8 * ldy * 4), cudaSuccess);
-  std::vector<float> x(8 * cols);
-  std::mt19937 rng(12);
-  std::normal_distribution<float> g(0.f, 1.f);
-  for (auto& v : x) v = g(rng);
-  ASSERT_EQ(cudaMemcpy(dx, x.data(), x.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
   uint64_t seed = 77;
   for (const Pair& pr : pairs) {
     const HostMatrix ma = make_matrix(pr.a, pr.rows_a, cols, seed++), mb = make_matrix(pr.b, pr.rows_b, cols, seed++);
@@ -539,14 +548,10 @@ TEST(MatmulGraph, CaptureAndReplay) {
                               {DType::kBF16, Fp8Scale::kNone, "BF16"},
                               {DType::kF8_E4M3, Fp8Scale::kChannel, "FP8/channel"}};
   const int64_t rows = 300, cols = 768;
-  float *dx = nullptr, *dy = nullptr;
-  ASSERT_EQ(cudaMalloc(&dx, 64 * cols * 4), cudaSuccess);
+  float* dx = device_randn(64 * cols, 11);
+  float* dy = nullptr;
+  ASSERT_TRUE(dx != nullptr);
   ASSERT_EQ(cudaMalloc(&dy, 2 * 64 * rows * 4), cudaSuccess);
-  std::vector<float> x(64 * cols);
-  std::mt19937 rng(11);
-  std::normal_distribution<float> g(0.f, 1.f);
-  for (auto& v : x) v = g(rng);
-  ASSERT_EQ(cudaMemcpy(dx, x.data(), x.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
   cudaStream_t s;
   ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
   for (const Case& c : graph_cases) {
