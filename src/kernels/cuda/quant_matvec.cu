@@ -292,8 +292,9 @@ __global__ void __launch_bounds__(kThreads) matvec_kquant_kernel(QView w, const 
 // Two K-quant products of the same int8 input in one launch (launch_matvec_q8_pair): blocks
 // [0, blocks1) run W1 -> y1, the rest W2 -> y2, each with the thread mapping and variant (R 2,
 // U 1 or, variant 4, U 4) of its own launch (tpr1 / tpr2 threads per row group in a flat block
-// of kThreads), so each part computes exactly what its own launch would. The case it exists for: Q4_K_M's [wq; wk] (Q4_K)
-// and its Q6_K wv, whose separate launches left the small wv product waiting for the first.
+// of kThreads), so each part computes exactly what its own launch would. The case it exists
+// for: Q4_K_M's [wq; wk] (Q4_K) and its Q6_K wv, whose separate launches left the small wv
+// product waiting for the first.
 struct PairArgs {
   QView w1, w2;
   float* y1;
