@@ -75,7 +75,8 @@ Result<BenchResult> run_bench(ForwardModel& model, int n_pp, int n_tg, int reps,
       for (int j = 0; j < b; ++j) step_toks[j] = toks[ctx_short + i];
       model.pause_profile(i < 2);
       const double t0 = now_seconds();
-      DUET_RETURN_IF_ERROR(want_logits ? s.step(seqs, step_toks, &logits) : s.step_greedy(seqs, step_toks, next.data()));
+      DUET_RETURN_IF_ERROR(want_logits ? s.step(seqs, step_toks, &logits)
+                                       : s.step_greedy(seqs, step_toks, next.data()));
       if (i >= 2) ms.push_back((now_seconds() - t0) * 1e3);  // two warm-up steps
     }
     std::sort(ms.begin(), ms.end());

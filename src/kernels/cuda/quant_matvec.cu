@@ -285,8 +285,9 @@ __global__ void __launch_bounds__(kThreads) matvec_kquant_kernel(QView w, const 
                                                                  const float4* __restrict__ xm, int n,
                                                                  float* __restrict__ y, int64_t ldy, bool accumulate) {
   pdl_trigger();
-  kquant_rows<T, NT, R, U>(w, xq, xm, n, y, ldy, accumulate, static_cast<int>(threadIdx.x), static_cast<int>(threadIdx.y),
-                           static_cast<int>(blockDim.x), static_cast<int>(blockDim.y), blockIdx.x, gridDim.x);
+  kquant_rows<T, NT, R, U>(w, xq, xm, n, y, ldy, accumulate, static_cast<int>(threadIdx.x),
+                           static_cast<int>(threadIdx.y), static_cast<int>(blockDim.x),
+                           static_cast<int>(blockDim.y), blockIdx.x, gridDim.x);
 }
 
 // Two K-quant products of the same int8 input in one launch (launch_matvec_q8_pair): blocks
@@ -784,8 +785,10 @@ void matvec_kquant_typed(const DeviceMatrix& w, const int8_t* xq, const float4* 
       case 2: return launch_kquant<T, NT, 2, 2>(v, xq, xm, n, y, ldy, accumulate, pdl, s);
       case 3: return launch_kquant<T, NT, 4, 1>(v, xq, xm, n, y, ldy, accumulate, pdl, s);
       default:  // 4: Q4_K, one sequence (kquant_variant); other instances fall back to variant 2
-        if constexpr (T == DType::kQ4_K && NT == 1) return launch_kquant<T, NT, 2, 4>(v, xq, xm, n, y, ldy, accumulate, pdl, s);
-        else return launch_kquant<T, NT, 2, 2>(v, xq, xm, n, y, ldy, accumulate, pdl, s);
+        if constexpr (T == DType::kQ4_K && NT == 1)
+          return launch_kquant<T, NT, 2, 4>(v, xq, xm, n, y, ldy, accumulate, pdl, s);
+        else
+          return launch_kquant<T, NT, 2, 2>(v, xq, xm, n, y, ldy, accumulate, pdl, s);
     }
   });
   DUET_CUDA_CHECK_LAUNCH();
@@ -943,18 +946,20 @@ template <DType T1, DType T2>
 void launch_pair_typed(const PairArgs& a, int u1, int u2, const int8_t* xq, const float4* xm, int n, bool pdl,
                        cudaStream_t s) {
   const dim3 grid(static_cast<unsigned>(a.blocks1 + a.blocks2));
+  auto go = [&](auto kernel) { detail::launch_maybe_pdl(kernel, grid, dim3(kThreads), 0, s, pdl, a, xq, xm, n); };
   dispatch_nt(n, [&](auto nt) {
     constexpr int NT = decltype(nt)::value;
+    // The U = 4 instances exist only where a part can take variant 4 (a one-token Q4_K part).
     if constexpr (NT == 1 && T1 == DType::kQ4_K && T2 == DType::kQ4_K) {
-      if (u1 == 4 && u2 == 4) return detail::launch_maybe_pdl(matvec_kquant_pair_kernel<T1, 4, T2, 4, NT>, grid, dim3(kThreads), 0, s, pdl, a, xq, xm, n);
-      if (u1 == 4) return detail::launch_maybe_pdl(matvec_kquant_pair_kernel<T1, 4, T2, 1, NT>, grid, dim3(kThreads), 0, s, pdl, a, xq, xm, n);
-      if (u2 == 4) return detail::launch_maybe_pdl(matvec_kquant_pair_kernel<T1, 1, T2, 4, NT>, grid, dim3(kThreads), 0, s, pdl, a, xq, xm, n);
+      if (u1 == 4 && u2 == 4) return go(matvec_kquant_pair_kernel<T1, 4, T2, 4, NT>);
+      if (u1 == 4) return go(matvec_kquant_pair_kernel<T1, 4, T2, 1, NT>);
+      if (u2 == 4) return go(matvec_kquant_pair_kernel<T1, 1, T2, 4, NT>);
     } else if constexpr (NT == 1 && T1 == DType::kQ4_K) {
-      if (u1 == 4) return detail::launch_maybe_pdl(matvec_kquant_pair_kernel<T1, 4, T2, 1, NT>, grid, dim3(kThreads), 0, s, pdl, a, xq, xm, n);
+      if (u1 == 4) return go(matvec_kquant_pair_kernel<T1, 4, T2, 1, NT>);
     } else if constexpr (NT == 1 && T2 == DType::kQ4_K) {
-      if (u2 == 4) return detail::launch_maybe_pdl(matvec_kquant_pair_kernel<T1, 1, T2, 4, NT>, grid, dim3(kThreads), 0, s, pdl, a, xq, xm, n);
+      if (u2 == 4) return go(matvec_kquant_pair_kernel<T1, 1, T2, 4, NT>);
     }
-    detail::launch_maybe_pdl(matvec_kquant_pair_kernel<T1, 1, T2, 1, NT>, grid, dim3(kThreads), 0, s, pdl, a, xq, xm, n);
+    go(matvec_kquant_pair_kernel<T1, 1, T2, 1, NT>);
   });
 }
 }  // namespace
