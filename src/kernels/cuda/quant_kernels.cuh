@@ -33,9 +33,9 @@ void launch_stage_act_f32(const float* x, int64_t ldx, int n, int64_t k, float* 
 void launch_matvec_q8(const DeviceMatrix& w, const int8_t* xq, const float4* xm, int n, float* y, int64_t ldy,
                       bool accumulate, bool pdl_ok, cudaStream_t s);
 // y1[t * ldy + r] = W1[r] . x[t] and y2[t * ldy + r] = W2[r] . x[t] in one launch (same int8 input,
-// the format above), where matvec_q8_pairs(w1, w2, n): each output exactly as launch_matvec_q8
-// would write it. Returns false (nothing launched) otherwise.
-bool matvec_q8_pairs(const DeviceMatrix& w1, const DeviceMatrix& w2, int n);
+// the format above), where the kernels allow (two K-quant matrices of the same columns, see
+// quant_matvec.cu): each output exactly as launch_matvec_q8 would write it. Returns false
+// (nothing launched) otherwise.
 bool launch_matvec_q8_pair(const DeviceMatrix& w1, float* y1, const DeviceMatrix& w2, float* y2, int64_t ldy,
                            const int8_t* xq, const float4* xm, int n, bool pdl_ok, cudaStream_t s);
 // Same for F32/F16/BF16/FP8 W, float activations [n][kpad] (kpad = roundup(n_cols, 16), zero

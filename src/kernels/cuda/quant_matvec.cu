@@ -754,18 +754,37 @@ int kquant_variant(DType t, int64_t n_rows, int64_t n_cols, int n) {
   return n_rows >= 8192 || n_cols >= 8192 ? 3 : 1;
 }
 
-template <DType T, int NT, int R, int U>
-void launch_kquant(const QView& v, const int8_t* xq, const float4* xm, int n, float* y, int64_t ldy, bool accumulate,
-                   bool pdl, cudaStream_t s) {
+// A K-quant matrix as the decode kernels read it (256 columns a block).
+QView kquant_view(const DeviceMatrix& w) {
+  return QView{static_cast<const uint8_t*>(w.data), w.n_rows, w.n_cols / 256, w.row_bytes};
+}
+
+// The thread mapping of R-row groups: tpr threads per group, kThreads / tpr groups per block, and
+// the blocks that take every group once (launch_kquant's grid; the pair launch gives each part
+// the same).
+struct KquantGrid {
+  int tpr;
+  int64_t blocks;
+};
+template <DType T>
+KquantGrid kquant_grid(const QView& v, int R) {
   using P = typename quant::PieceOf<T>::type;
   const int64_t groups = (v.n_rows + R - 1) / R;
   const int tpr = threads_per_group(v.n_rows, groups, v.blocks_per_row * P::kPieces);
-  const dim3 block(tpr, kThreads / tpr);
+  const int64_t per_block = kThreads / tpr;
+  return {tpr, (groups + per_block - 1) / per_block};
+}
+
+template <DType T, int NT, int R, int U>
+void launch_kquant(const QView& v, const int8_t* xq, const float4* xm, int n, float* y, int64_t ldy, bool accumulate,
+                   bool pdl, cudaStream_t s) {
+  const KquantGrid g = kquant_grid<T>(v, R);
+  const dim3 block(g.tpr, kThreads / g.tpr);
   auto kernel = matvec_kquant_kernel<T, NT, R, U>;
   // One block per unit of work: capping the grid at the resident blocks (the loop in the kernel
   // supports it, DUET_MATVEC_PERSISTENT=1) measured slower on the H200 (Q4_K 3584 x 18944 48.0%
   // against 51.8% of HBM bandwidth, 152064 x 3584 70.2% against 77.2%).
-  const int64_t needed = (groups + block.y - 1) / block.y;
+  const int64_t needed = g.blocks;
   const char* pe = std::getenv("DUET_MATVEC_PERSISTENT");
   const unsigned grid = pe != nullptr && pe[0] == '1' ? resident_grid(reinterpret_cast<const void*>(kernel), kThreads, 0, needed)
                                                       : static_cast<unsigned>(needed);
@@ -775,7 +794,7 @@ void launch_kquant(const QView& v, const int8_t* xq, const float4* xm, int n, fl
 template <DType T>
 void matvec_kquant_typed(const DeviceMatrix& w, const int8_t* xq, const float4* xm, int n, float* y, int64_t ldy,
                          bool accumulate, bool pdl, cudaStream_t s) {
-  const QView v{static_cast<const uint8_t*>(w.data), w.n_rows, w.n_cols / 256, w.row_bytes};
+  const QView v = kquant_view(w);
   const int var = kquant_variant(T, w.n_rows, w.n_cols, n);
   dispatch_nt(n, [&](auto nt) {
     constexpr int NT = decltype(nt)::value;
@@ -923,6 +942,7 @@ void launch_stage_act_f32(const float* x, int64_t ldx, int n, int64_t k, float* 
   DUET_CUDA_CHECK_LAUNCH();
 }
 
+namespace {
 // The pair launch: both matrices Q4_K or Q6_K with the same columns, each taking kquant variant 1
 // (R = 2, U = 1) at n tokens, or variant 4 (a one-token Q4_K part); DUET_MATVEC_PAIR not "0"
 // (A/B knob). A Q4_K part under 1024 rows (variant 2: Q4_K_M's Q4_K wv layers) is declined.
@@ -934,17 +954,29 @@ bool matvec_q8_pairs(const DeviceMatrix& w1, const DeviceMatrix& w2, int n) {
     const int v = kquant_variant(w.dtype, w.n_rows, w.n_cols, n);
     return v == 1 || (v == 4 && w.dtype == DType::kQ4_K && n == 1);
   };
-  const char* e = std::getenv("DUET_MATVEC_PAIR");
-  if ((e != nullptr && e[0] == '0') || legacy_kernels() || forced_variant() >= 0) return false;
+  static const bool off = [] {
+    const char* e = std::getenv("DUET_MATVEC_PAIR");
+    return e != nullptr && e[0] == '0';
+  }();
+  if (off || legacy_kernels() || forced_variant() >= 0) return false;
   return kq(w1.dtype) && kq(w2.dtype) && w1.n_cols == w2.n_cols && n >= 1 && n <= kDecodeMaxTokens && v_ok(w1) &&
          v_ok(w2);
 }
 
-namespace {
-// u1, u2: each part's loads in flight, 1 or 4 (variant 4: Q4_K, one token only).
+// u1, u2: each part's loads in flight, 1 or 4 (variant 4: Q4_K, one token only). Each part gets
+// the threads per group and blocks of its own launch_kquant<T, NT, 2, U>.
 template <DType T1, DType T2>
-void launch_pair_typed(const PairArgs& a, int u1, int u2, const int8_t* xq, const float4* xm, int n, bool pdl,
-                       cudaStream_t s) {
+void launch_pair_typed(const DeviceMatrix& w1, float* y1, const DeviceMatrix& w2, float* y2, int64_t ldy, int u1,
+                       int u2, const int8_t* xq, const float4* xm, int n, bool pdl, cudaStream_t s) {
+  PairArgs a;
+  a.w1 = kquant_view(w1);
+  a.w2 = kquant_view(w2);
+  a.y1 = y1;
+  a.y2 = y2;
+  a.ldy = ldy;
+  const KquantGrid g1 = kquant_grid<T1>(a.w1, 2), g2 = kquant_grid<T2>(a.w2, 2);
+  a.tpr1 = g1.tpr, a.blocks1 = g1.blocks;
+  a.tpr2 = g2.tpr, a.blocks2 = g2.blocks;
   const dim3 grid(static_cast<unsigned>(a.blocks1 + a.blocks2));
   auto go = [&](auto kernel) { detail::launch_maybe_pdl(kernel, grid, dim3(kThreads), 0, s, pdl, a, xq, xm, n); };
   dispatch_nt(n, [&](auto nt) {
@@ -967,30 +999,14 @@ void launch_pair_typed(const PairArgs& a, int u1, int u2, const int8_t* xq, cons
 bool launch_matvec_q8_pair(const DeviceMatrix& w1, float* y1, const DeviceMatrix& w2, float* y2, int64_t ldy,
                            const int8_t* xq, const float4* xm, int n, bool pdl_ok, cudaStream_t s) {
   if (!matvec_q8_pairs(w1, w2, n)) return false;
-  PairArgs a;
-  a.w1 = QView{static_cast<const uint8_t*>(w1.data), w1.n_rows, w1.n_cols / 256, w1.row_bytes};
-  a.w2 = QView{static_cast<const uint8_t*>(w2.data), w2.n_rows, w2.n_cols / 256, w2.row_bytes};
-  a.y1 = y1;
-  a.y2 = y2;
-  a.ldy = ldy;
-  // Each part's threads per group and blocks as its own launch_kquant<T, NT, 2, 1> would take.
-  const auto part = [](const DeviceMatrix& w, int* tpr, int64_t* blocks) {
-    const int pieces = w.dtype == DType::kQ4_K ? quant::PieceQ4K::kPieces : quant::PieceQ6K::kPieces;
-    const int64_t groups = (w.n_rows + 1) / 2;
-    *tpr = threads_per_group(w.n_rows, groups, (w.n_cols / 256) * pieces);
-    const int64_t per_block = kThreads / *tpr;
-    *blocks = (groups + per_block - 1) / per_block;
-  };
-  part(w1, &a.tpr1, &a.blocks1);
-  part(w2, &a.tpr2, &a.blocks2);
   const bool pdl = use_pdl(pdl_ok);
   const bool q4_1 = w1.dtype == DType::kQ4_K, q4_2 = w2.dtype == DType::kQ4_K;
   const int u1 = kquant_variant(w1.dtype, w1.n_rows, w1.n_cols, n) == 4 ? 4 : 1;
   const int u2 = kquant_variant(w2.dtype, w2.n_rows, w2.n_cols, n) == 4 ? 4 : 1;
-  if (q4_1 && !q4_2) launch_pair_typed<DType::kQ4_K, DType::kQ6_K>(a, u1, u2, xq, xm, n, pdl, s);
-  else if (q4_1) launch_pair_typed<DType::kQ4_K, DType::kQ4_K>(a, u1, u2, xq, xm, n, pdl, s);
-  else if (!q4_2) launch_pair_typed<DType::kQ6_K, DType::kQ6_K>(a, u1, u2, xq, xm, n, pdl, s);
-  else launch_pair_typed<DType::kQ6_K, DType::kQ4_K>(a, u1, u2, xq, xm, n, pdl, s);
+  if (q4_1 && !q4_2) launch_pair_typed<DType::kQ4_K, DType::kQ6_K>(w1, y1, w2, y2, ldy, u1, u2, xq, xm, n, pdl, s);
+  else if (q4_1) launch_pair_typed<DType::kQ4_K, DType::kQ4_K>(w1, y1, w2, y2, ldy, u1, u2, xq, xm, n, pdl, s);
+  else if (!q4_2) launch_pair_typed<DType::kQ6_K, DType::kQ6_K>(w1, y1, w2, y2, ldy, u1, u2, xq, xm, n, pdl, s);
+  else launch_pair_typed<DType::kQ6_K, DType::kQ4_K>(w1, y1, w2, y2, ldy, u1, u2, xq, xm, n, pdl, s);
   DUET_CUDA_CHECK_LAUNCH();
   return true;
 }
