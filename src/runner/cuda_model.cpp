@@ -129,6 +129,29 @@ bool attention_writes_q8() {
   return on;
 }
 
+// Native FP8 prompts: the RMSNorms before the fused q/k/v and gate/up products write those
+// products' E4M3 rows themselves (launch_rms_norm_fp8_rows), so the products' own quantizer
+// launches and the float rows go away. DUET_FP8_NORM_ROWS=0 turns it off (A/B knob, read once).
+bool fp8_norm_producer() {
+  static const bool on = [] {
+    const char* e = std::getenv("DUET_FP8_NORM_ROWS");
+    return !(e != nullptr && e[0] == '0');
+  }();
+  return on;
+}
+
+// Native FP8 prompts: the down product adds into the residual stream in cuBLASLt's epilogue
+// (matmul_fp8_rows(.., accumulate)) instead of writing O for a separate add (ncu, qwen2-7b
+// 512-token FP8 prompt: the add kernel took 9 us a layer). DUET_FP8_DOWN_ACC=0 turns it off
+// (A/B knob, read once).
+bool fp8_down_accumulates() {
+  static const bool on = [] {
+    const char* e = std::getenv("DUET_FP8_DOWN_ACC");
+    return !(e != nullptr && e[0] == '0');
+  }();
+  return on;
+}
+
 }  // namespace
 
 struct CudaModel::Impl {
@@ -300,8 +323,17 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
   const bool qkv_q8 = norm_q8_ok && (L.fused_qkv  ? mm->takes_q8(L.wqkv.m, n)
                                      : L.fused_qk ? mm->takes_q8(L.wqk.m, n) && mm->takes_q8(L.wv.m, n)
                                                   : mm->takes_q8(L.wq.m, n) && mm->takes_q8(L.wk.m, n) && mm->takes_q8(L.wv.m, n));
-  if (qkv_q8) launch_rms_norm_q8(X, d, fptr(L.attn_norm), hp.rms_eps, d, n, q8.q, q8.m, pdl, s);
-  else launch_rms_norm(X, d, fptr(L.attn_norm), hp.rms_eps, d, n, XN, d, s, pdl);
+  // Native FP8 prompts: the norm writes the E4M3 rows of the fused q/k/v product's input.
+  const bool qkv_fp8 = !qkv_q8 && L.fused_qkv && d > 1024 && d <= kRmsNormFp8MaxCols && fp8_norm_producer() &&
+                       mm->takes_fp8_rows(L.wqkv.m, n);
+  if (qkv_q8) {
+    launch_rms_norm_q8(X, d, fptr(L.attn_norm), hp.rms_eps, d, n, q8.q, q8.m, pdl, s);
+  } else if (qkv_fp8) {
+    const MatmulContext::Fp8RowsInput f8 = mm->fp8_rows_input(L.wqkv.m);
+    launch_rms_norm_fp8_rows(X, nullptr, fptr(L.attn_norm), hp.rms_eps, d, n, f8.q, f8.ld, f8.scales, s, pdl);
+  } else {
+    launch_rms_norm(X, d, fptr(L.attn_norm), hp.rms_eps, d, n, XN, d, s, pdl);
+  }
   mark("norm");
   // Q, K, V of token t: slices of one row of qkv (ld = qd + 2 kvd), from one, two or three products.
   const int64_t ldq = qd + 2 * kvd, ldkv = ldq;
@@ -309,7 +341,10 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
   float* K = Q + qd;
   float* V = K + kvd;
   if (L.fused_qkv) {
-    product(L.wqkv.m, qkv_q8, XN, d, Q, ldq, false);
+    if (!qkv_fp8 || !mm->matmul_fp8_rows(L.wqkv.m, n, Q, ldq, s)) {
+      if (qkv_fp8) launch_rms_norm(X, d, fptr(L.attn_norm), hp.rms_eps, d, n, XN, d, s);  // cuBLASLt declined
+      product(L.wqkv.m, qkv_q8, XN, d, Q, ldq, false);
+    }
   } else if (L.fused_qk) {  // one launch for both where the kernels allow (Q4_K_M: Q4_K [wq; wk], Q6_K wv)
     if (!qkv_q8 || !mm->matmul_q8_pair(L.wqk.m, Q, L.wv.m, V, ldq, n, s)) {
       product(L.wqk.m, qkv_q8, XN, d, Q, ldq, false);
@@ -358,7 +393,7 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
   }
   mark("attention");
 
-  bool ffn_q8 = false;
+  bool ffn_q8 = false, gu_fp8 = false;
   const bool gu_takes_q8 = L.fused_gu ? mm->takes_q8(L.wgu.m, n) : mm->takes_q8(L.w_gate.m, n) && mm->takes_q8(L.w_up.m, n);
   if (fuse_res) {
     if (o_q8) mm->matmul_q8(L.wo.m, n, X, d, s, /*accumulate=*/true);  // x += o
@@ -372,14 +407,23 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
     else mm->matmul(L.wo.m, A, qd, n, O, d, s);
     mark("matmul o");
     if (tr.post_norms) launch_rms_norm(O, d, fptr(L.post_attn_norm), hp.rms_eps, d, n, O, d, s, pdl);
-    launch_add_rms_norm(X, O, fptr(L.ffn_norm), hp.rms_eps, d, n, XN, s, pdl);  // x += o; xn = rms(x)
+    gu_fp8 = L.fused_gu && d <= kRmsNormFp8MaxCols && fp8_norm_producer() && mm->takes_fp8_rows(L.wgu.m, n);
+    if (gu_fp8) {  // x += o; the E4M3 rows of rms(x), the gate/up product's input (native FP8 prompts)
+      const MatmulContext::Fp8RowsInput f8 = mm->fp8_rows_input(L.wgu.m);
+      launch_rms_norm_fp8_rows(X, O, fptr(L.ffn_norm), hp.rms_eps, d, n, f8.q, f8.ld, f8.scales, s, pdl);
+    } else {
+      launch_add_rms_norm(X, O, fptr(L.ffn_norm), hp.rms_eps, d, n, XN, s, pdl);  // x += o; xn = rms(x)
+    }
   }
   mark("norm");
   const float *gate_in = G, *up_in = U;
   int64_t ldi = ff;
   if (L.fused_gu) {
     float* GU = gu.as<float>();
-    product(L.wgu.m, ffn_q8, XN, d, GU, 2 * ff, false);
+    if (!gu_fp8 || !mm->matmul_fp8_rows(L.wgu.m, n, GU, 2 * ff, s)) {
+      if (gu_fp8) launch_rms_norm(X, d, fptr(L.ffn_norm), hp.rms_eps, d, n, XN, d, s);  // cuBLASLt declined; x has o
+      product(L.wgu.m, ffn_q8, XN, d, GU, 2 * ff, false);
+    }
     gate_in = GU, up_in = GU + ff, ldi = 2 * ff;  // [gate | up] rows of each token
   } else {
     product(L.w_gate.m, ffn_q8, XN, d, G, ff, false);
@@ -401,6 +445,9 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
   if (fuse_res) {
     product(L.w_down.m, down_q8, G, ff, X, d, true);  // x += down
     mark("matmul down");
+  } else if (down_fp8 && !tr.post_norms && fp8_down_accumulates() &&
+             mm->matmul_fp8_rows(L.w_down.m, n, X, d, s, /*accumulate=*/true)) {
+    mark("matmul down");  // x += down in the GEMM's epilogue: no O rows, no add launch
   } else {
     if (!down_fp8 || !mm->matmul_fp8_rows(L.w_down.m, n, O, d, s)) {
       if (down_fp8) launch_gated_activation_rows(tr.act, gelu, gate_in, up_in, ldi, n, ff, G, ff, s);

@@ -16,6 +16,7 @@
 
 #include "kernels/cuda/matmul.h"
 #include "kernels/cuda/matvec_mma.h"
+#include "kernels/cuda/quant_kernels.cuh"
 #include "runtime/cuda_check.h"
 #include "runtime/device.h"
 #include "tensor/half.h"
@@ -536,6 +537,61 @@ TEST(MatmulPair, EqualsSeparateLaunches) {
   }
   cudaFree(dx);
   cudaFree(dy);
+}
+
+// matmul_fp8_rows on E4M3 rows a producer wrote (here launch_quantize_act_fp8_rows, the
+// quantizer matmul() itself runs): the plain form equals matmul()'s output, and the accumulating
+// form (cuBLASLt's beta = 1, in place) adds the same product into y. The epilogue rounds
+// scale * sum + y once where the two steps round twice: bound 2^-22 of |y| + |product|. Needs
+// the native FP8 path (sm_89+, cuBLAS with outer-vector scales).
+TEST(MatmulFp8Rows, PlainAndAccumulating) {
+  fail_without_device();
+  auto dev_r = query_device(0);
+  ASSERT_TRUE(dev_r.is_ok()) << dev_r.status().message();
+  if (!dev_r->use_fp8()) GTEST_SKIP() << "no FP8 tensor cores on this device";
+  const Case c{DType::kF8_E4M3, Fp8Scale::kChannel, "FP8/channel"};
+  const int64_t rows = 320, cols = 896;
+  const int n = 64;
+  const HostMatrix m = make_matrix(c, rows, cols, 91);
+  auto w = upload_matrix(m.view(), *dev_r, Fp8Mode::kNative);
+  ASSERT_TRUE(w.is_ok()) << w.status().message();
+  MatmulContext ctx(*dev_r, Fp8Mode::kNative);
+  ctx.reserve(n, cols, rows);
+  float* dx = device_randn(static_cast<size_t>(n) * cols, 92);
+  float* d0 = device_randn(static_cast<size_t>(n) * rows, 93);  // what y holds before accumulating
+  float *dref = nullptr, *dplain = nullptr, *dacc = nullptr;
+  ASSERT_TRUE(dx != nullptr && d0 != nullptr);
+  const size_t bytes = static_cast<size_t>(n) * rows * 4;
+  ASSERT_EQ(cudaMalloc(&dref, bytes), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dplain, bytes), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dacc, bytes), cudaSuccess);
+  ctx.matmul(w->m, dx, cols, n, dref, rows, nullptr);  // the first per-row product: takes_fp8_rows from here on
+  ASSERT_TRUE(ctx.takes_fp8_rows(w->m, n));
+  const MatmulContext::Fp8RowsInput f8 = ctx.fp8_rows_input(w->m);
+  kernels::launch_quantize_act_fp8_rows(dx, cols, n, cols, f8.q, f8.ld, f8.scales, nullptr);
+  ASSERT_TRUE(ctx.matmul_fp8_rows(w->m, n, dplain, rows, nullptr));
+  ASSERT_EQ(cudaMemcpy(dacc, d0, bytes, cudaMemcpyDeviceToDevice), cudaSuccess);
+  ASSERT_TRUE(ctx.matmul_fp8_rows(w->m, n, dacc, rows, nullptr, /*accumulate=*/true));
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  std::vector<float> ref(static_cast<size_t>(n) * rows), plain(ref.size()), acc(ref.size()), y0(ref.size());
+  ASSERT_EQ(cudaMemcpy(ref.data(), dref, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(plain.data(), dplain, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(acc.data(), dacc, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(y0.data(), d0, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+  int64_t bad_plain = 0, bad_acc = 0;
+  double worst = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    bad_plain += std::fabs(plain[i] - ref[i]) > std::ldexp(std::fabs(ref[i]), -22) + 1e-30;
+    const double want = double(y0[i]) + ref[i];
+    const double err = std::fabs(acc[i] - want);
+    worst = std::max(worst, err / (std::fabs(y0[i]) + std::fabs(ref[i]) + 1e-30));
+    bad_acc += err > std::ldexp(std::fabs(y0[i]) + std::fabs(ref[i]), -22) + 1e-30;
+  }
+  std::printf("  fp8 rows %lld x %lld, n = %d: plain %lld differ from matmul(), accumulating worst %.2e relative\n",
+              (long long)rows, (long long)cols, n, (long long)bad_plain, worst);
+  EXPECT_EQ(bad_plain, 0);
+  EXPECT_EQ(bad_acc, 0);
+  for (float* p : {dx, d0, dref, dplain, dacc}) cudaFree(p);
 }
 
 // After reserve(), matmul() must be capturable in a CUDA graph (no allocation, no sync): capture a

@@ -378,6 +378,37 @@ TEST_F(GpuOps, RmsNormQ8) {
   }
 }
 
+// rms_norm_fp8_rows = launch_add_rms_norm (with res) or launch_rms_norm (without; rows longer
+// than 1024, which that launcher sums in the same block kernel) followed by the E4M3 row
+// quantizer: bit-exact (same sums, same float operations), scales included, the row padding
+// zeroed, and with res the residual sum written back exactly. 9 rows take the 1024-thread block,
+// 300 the 256-thread one; 2056 columns leave 8 bytes of padding per row.
+TEST_F(GpuOps, RmsNormFp8Rows) {
+  for (int64_t n : {int64_t{3584}, int64_t{2056}, kRmsNormFp8MaxCols, int64_t{896}}) {
+    for (int rows : {9, 300}) {
+      for (bool with_res : {false, true}) {
+        if (!with_res && n <= 1024) continue;
+        std::vector<float> x = randn(rows * n, 2.0f, 41), r = randn(rows * n, 1.0f, 42), w = randn(n, 1.0f, 43);
+        const int64_t ldo = (n + 15) / 16 * 16;
+        Dev<float> dx_ref(x), dx(x), dr(r), dw(w), dy(rows * n), s_ref(rows), s_got(rows);
+        Dev<uint8_t> f_ref(std::vector<uint8_t>(rows * ldo, 0xab)), f_got(std::vector<uint8_t>(rows * ldo, 0xcd));
+        if (with_res) launch_add_rms_norm(dx_ref.p, dr.p, dw.p, 1e-6f, n, rows, dy.p, nullptr);
+        else launch_rms_norm(dx_ref.p, n, dw.p, 1e-6f, n, rows, dy.p, n, nullptr);
+        kernels::launch_quantize_act_fp8_rows(dy.p, n, rows, n, f_ref.p, ldo, s_ref.p, nullptr);
+        launch_rms_norm_fp8_rows(dx.p, with_res ? dr.p : nullptr, dw.p, 1e-6f, n, rows, f_got.p, ldo, s_got.p, nullptr);
+        const std::vector<uint8_t> fr = f_ref.get(), fg = f_got.get();
+        const std::vector<float> sr = s_ref.get(), sg = s_got.get(), xr = dx_ref.get(), xg = dx.get();
+        int64_t bad = 0;
+        for (size_t i = 0; i < fr.size(); ++i) bad += fr[i] != fg[i];
+        for (int k = 0; k < rows; ++k) bad += std::memcmp(&sr[k], &sg[k], 4) != 0;
+        bad += std::memcmp(xr.data(), xg.data(), xr.size() * 4) != 0;
+        report(std::string("rms_norm_fp8_rows") + (with_res ? " + res" : ""),
+               "n " + std::to_string(n) + " rows " + std::to_string(rows), 0, 0, bad);
+      }
+    }
+  }
+}
+
 // Gated activation over the rows of a fused [gate | up] product: the same element values as the
 // contiguous launch (bit-exact, the CPU-tail rule included; 37 columns take the scalar path of
 // the row kernel, the others its float4 path), and the int8 and E4M3-row forms equal to

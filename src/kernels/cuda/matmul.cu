@@ -319,11 +319,15 @@ struct MatmulContext::Impl {
     }
   }
 
-  LtPlan& fp8_plan(LtOut out, LtScales scales, int64_t rows, int n, int64_t kp, int64_t ldw, void* d, int64_t ldd) {
+  // accumulate only keys the plan apart (beta is a run-time scalar): a candidate that fails with
+  // beta = 1 then cannot disable the plan the plain products use.
+  LtPlan& fp8_plan(LtOut out, LtScales scales, int64_t rows, int n, int64_t kp, int64_t ldw, void* d, int64_t ldd,
+                   bool accumulate = false) {
     const int64_t es = out == LtOut::kF32 ? 4 : 2;
     int align = 16;
     while (align > 2 && ((reinterpret_cast<uintptr_t>(d) % align) != 0 || (ldd * es) % align != 0)) align /= 2;
-    auto key = std::make_tuple(rows, static_cast<int64_t>(n), kp, ldd, align, static_cast<int>(out) * 4 + static_cast<int>(scales));
+    auto key = std::make_tuple(rows, static_cast<int64_t>(n), kp, ldd, align,
+                               (static_cast<int>(out) * 4 + static_cast<int>(scales)) * 2 + (accumulate ? 1 : 0));
     auto it = plans.find(key);
     if (it != plans.end()) return it->second;
     LtPlan& p = plans[key];
@@ -382,13 +386,13 @@ struct MatmulContext::Impl {
 
   // Runs plan p (trying its candidates at the first call); false when none runs.
   bool lt_run(LtPlan& p, const char* what, const void* a, const void* b, void* d, const float* a_scale,
-              const float* b_scale, cudaStream_t s) {
+              const float* b_scale, cudaStream_t s, float beta = 0.f) {
     if (!p.ok) return false;
     if (a_scale) {  // null: the plan has no scale attributes (scales applied afterwards)
       DUET_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale, sizeof(a_scale)));
       DUET_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale, sizeof(b_scale)));
     }
-    const float alpha = 1.f, beta = 0.f;
+    const float alpha = 1.f;
     auto run = [&](int i) {
       return cublasLtMatmul(lt, p.op, &alpha, a, p.a, b, p.b, &beta, d, p.c, d, p.c, &p.algos[i], lt_ws.data(),
                             kLtWorkspaceBytes, s);
@@ -410,12 +414,13 @@ struct MatmulContext::Impl {
   }
 
   // The product on activations already quantized per row into xh / xscales (variant 0 only).
-  bool fp8_rows(const DeviceMatrix& w, int n, float* y, int64_t ldy, cudaStream_t s) {
+  bool fp8_rows(const DeviceMatrix& w, int n, float* y, int64_t ldy, cudaStream_t s, bool accumulate) {
     const int64_t kp = round_up(w.n_cols, 16);
     const bool per_tensor = w.fp8_block_rows >= w.n_rows;
     LtPlan& p = fp8_plan(LtOut::kF32, per_tensor ? LtScales::kTensorTok : LtScales::kRowTok, w.n_rows, n, kp,
-                         static_cast<int64_t>(w.row_bytes), y, ldy);
-    return p.ok && lt_run(p, "f32, outer-vector scales", w.data, xh.data(), y, w.fp8_scales, xscales.as<float>(), s);
+                         static_cast<int64_t>(w.row_bytes), y, ldy, accumulate);
+    return p.ok && lt_run(p, accumulate ? "f32, outer-vector scales, accumulating" : "f32, outer-vector scales", w.data,
+                          xh.data(), y, w.fp8_scales, xscales.as<float>(), s, accumulate ? 1.f : 0.f);
   }
 
   // Native FP8 prompt path; false when cuBLASLt runs no kernel (the caller falls back). Tries, in
@@ -653,10 +658,11 @@ MatmulContext::Fp8RowsInput MatmulContext::fp8_rows_input(const DeviceMatrix& w)
   return Fp8RowsInput{impl_->xh.as<uint8_t>(), impl_->xscales.as<float>(), round_up(w.n_cols, 16)};
 }
 
-bool MatmulContext::matmul_fp8_rows(const DeviceMatrix& w, int n_tokens, float* y, int64_t ldy, cudaStream_t stream) {
+bool MatmulContext::matmul_fp8_rows(const DeviceMatrix& w, int n_tokens, float* y, int64_t ldy, cudaStream_t stream,
+                                    bool accumulate) {
   DUET_CHECK_MSG(takes_fp8_rows(w, n_tokens), "matmul_fp8_rows: %s x %d tokens has no per-row FP8 path",
                  dtype_name(w.dtype).data(), n_tokens);
-  return impl_->fp8_rows(w, n_tokens, y, ldy, stream);
+  return impl_->fp8_rows(w, n_tokens, y, ldy, stream, accumulate);
 }
 
 const DeviceInfo& MatmulContext::device() const { return impl_->dev; }

@@ -83,7 +83,9 @@ class MatmulContext {
   };
   bool takes_fp8_rows(const DeviceMatrix& w, int n_tokens) const;
   Fp8RowsInput fp8_rows_input(const DeviceMatrix& w) const;
-  bool matmul_fp8_rows(const DeviceMatrix& w, int n_tokens, float* y, int64_t ldy, cudaStream_t stream);
+  // accumulate: y += W x, in the GEMM's epilogue (cuBLASLt's beta = 1, y read and written in place).
+  bool matmul_fp8_rows(const DeviceMatrix& w, int n_tokens, float* y, int64_t ldy, cudaStream_t stream,
+                       bool accumulate = false);
 
   // matmul() can add into y for batches of n_tokens rows (the decode kernels).
   static bool can_accumulate(int n_tokens);

@@ -2,6 +2,8 @@
 // squares is accumulated in double, like the CPU reference (kernels/cpu/norm.cpp), so results
 // match it to the last bit except for rare rounding of a differently ordered double sum.
 // Runs on the caller's stream; no allocation, no synchronisation.
+#include <cuda_fp8.h>
+
 #include "base/check.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ops.h"
@@ -64,13 +66,16 @@ __device__ __forceinline__ double block_sum_d(double v, double* red) {
   return red[0];
 }
 
+// F8 (launch_rms_norm_fp8_rows): instead of y, the row's values as E4M3 into q + r * ldq at the
+// scale amax / 448 (qscales[r]); n <= T * R (the values stay in registers).
 // T threads per row and R values per thread in registers: (kNormBig, kNormRegs) for a few rows
 // (decode), (256, 16) for prompts, where 1024-thread blocks of ~4 values per thread spent their
 // time in the block reduction. Eager profile of a qwen2-7b 2048-token FP8 prompt on the H200
 // (2026-11-30): norms 2.9 ms per forward against 3.4 ms with the 1024-thread blocks.
-template <int T = kNormBig, int R = kNormRegs>
+template <int T = kNormBig, int R = kNormRegs, bool F8 = false>
 __global__ void __launch_bounds__(T) rms_norm_block_kernel(float* x, int64_t ldx, const float* res, const float* w,
-                                                           float eps, int64_t n, float* y, int64_t ldy) {
+                                                           float eps, int64_t n, float* y, int64_t ldy, uint8_t* q,
+                                                           int64_t ldq, float* qscales) {
   constexpr int kNormBig = T;
   constexpr int kNormRegs = R;
   detail::pdl_trigger();
@@ -115,14 +120,37 @@ __global__ void __launch_bounds__(T) rms_norm_block_kernel(float* x, int64_t ldx
   }
   sum = block_sum_d<T>(sum, red);
   const float scale = 1.0f / sqrtf(static_cast<float>(sum / static_cast<double>(n)) + eps);
-  // Each thread writes only the elements it read (y may equal x).
+  if constexpr (F8) {  // launch_quantize_act_fp8_rows' operations on the values below
+    __shared__ float redf[kNormBig / 32];
+    float m = 0.f;
 #pragma unroll
-  for (int k = 0; k < kNormRegs; ++k) {
-    const int64_t i = threadIdx.x + int64_t{k} * kNormBig;
-    if (i < n) yr[i] = w ? (v[k] * scale) * wv[k] : v[k] * scale;
+    for (int k = 0; k < kNormRegs; ++k) {
+      const int64_t i = threadIdx.x + int64_t{k} * kNormBig;
+      if (i < n) {
+        v[k] = w ? (v[k] * scale) * wv[k] : v[k] * scale;
+        m = fmaxf(m, fabsf(v[k]));
+      }
+    }
+    const float amax = detail::block_max(m, redf);
+    const float inv = amax > 0.f ? 448.f / amax : 1.f;
+    if (threadIdx.x == 0) qscales[r] = amax > 0.f ? amax / 448.f : 1.f;
+    uint8_t* qr = q + r * ldq;
+#pragma unroll
+    for (int k = 0; k < kNormRegs; ++k) {
+      const int64_t i = threadIdx.x + int64_t{k} * kNormBig;
+      if (i < n) qr[i] = __nv_fp8_e4m3(v[k] * inv).__x;
+    }
+    for (int64_t i = n + threadIdx.x; i < ldq; i += kNormBig) qr[i] = 0;
+  } else {
+    // Each thread writes only the elements it read (y may equal x).
+#pragma unroll
+    for (int k = 0; k < kNormRegs; ++k) {
+      const int64_t i = threadIdx.x + int64_t{k} * kNormBig;
+      if (i < n) yr[i] = w ? (v[k] * scale) * wv[k] : v[k] * scale;
+    }
+    for (int64_t i = threadIdx.x + int64_t{kNormRegs} * kNormBig; i < n; i += kNormBig)
+      yr[i] = w ? (xr[i] * scale) * w[i] : xr[i] * scale;
   }
-  for (int64_t i = threadIdx.x + int64_t{kNormRegs} * kNormBig; i < n; i += kNormBig)
-    yr[i] = w ? (xr[i] * scale) * w[i] : xr[i] * scale;
 }
 
 // launch_rms_norm_q8: rms_norm_block_kernel's values, quantized in registers: thread i = 32 w +
@@ -188,10 +216,12 @@ void launch_rms_norm(const float* x, int64_t ldx, const float* w, float eps, int
     // y may equal x: the block kernel reads x[i] before writing y[i] in the same thread.
     if (n_rows >= kNormManyRows)
       detail::launch_maybe_pdl(rms_norm_block_kernel<256, 16>, dim3(static_cast<unsigned>(n_rows)), dim3(256), 0, stream,
-                               pdl, const_cast<float*>(x), ldx, static_cast<const float*>(nullptr), w, eps, n, y, ldy);
+                               pdl, const_cast<float*>(x), ldx, static_cast<const float*>(nullptr), w, eps, n, y, ldy,
+                               static_cast<uint8_t*>(nullptr), int64_t{0}, static_cast<float*>(nullptr));
     else
       detail::launch_maybe_pdl(rms_norm_block_kernel<>, dim3(static_cast<unsigned>(n_rows)), dim3(kNormBig), 0, stream,
-                               pdl, const_cast<float*>(x), ldx, static_cast<const float*>(nullptr), w, eps, n, y, ldy);
+                               pdl, const_cast<float*>(x), ldx, static_cast<const float*>(nullptr), w, eps, n, y, ldy,
+                               static_cast<uint8_t*>(nullptr), int64_t{0}, static_cast<float*>(nullptr));
   }
 }
 
@@ -200,10 +230,29 @@ void launch_add_rms_norm(float* x, const float* res, const float* w, float eps, 
   if (n_rows <= 0 || n <= 0) return;
   if (n_rows >= kNormManyRows)
     detail::launch_maybe_pdl(rms_norm_block_kernel<256, 16>, dim3(static_cast<unsigned>(n_rows)), dim3(256), 0, stream,
-                             pdl, x, n, res, w, eps, n, y, n);
+                             pdl, x, n, res, w, eps, n, y, n, static_cast<uint8_t*>(nullptr), int64_t{0},
+                             static_cast<float*>(nullptr));
   else
     detail::launch_maybe_pdl(rms_norm_block_kernel<>, dim3(static_cast<unsigned>(n_rows)), dim3(kNormBig), 0, stream,
-                             pdl, x, n, res, w, eps, n, y, n);
+                             pdl, x, n, res, w, eps, n, y, n, static_cast<uint8_t*>(nullptr), int64_t{0},
+                             static_cast<float*>(nullptr));
+}
+
+void launch_rms_norm_fp8_rows(float* x, const float* res, const float* w, float eps, int64_t n, int64_t n_rows,
+                              uint8_t* q, int64_t ldq, float* scales, cudaStream_t stream, bool pdl) {
+  if (n_rows <= 0 || n <= 0) return;
+  DUET_CHECK_MSG(n <= kRmsNormFp8MaxCols && ldq >= n, "rms_norm_fp8_rows: %lld values per row (at most %lld)",
+                 static_cast<long long>(n), static_cast<long long>(kRmsNormFp8MaxCols));
+  // The block shape launch_rms_norm / launch_add_rms_norm pick for these rows (the same sums).
+  static_assert(kRmsNormFp8MaxCols <= 256 * 16 && kRmsNormFp8MaxCols <= kNormBig * kNormRegs);
+  if (n_rows >= kNormManyRows)
+    detail::launch_maybe_pdl(rms_norm_block_kernel<256, 16, true>, dim3(static_cast<unsigned>(n_rows)), dim3(256), 0,
+                             stream, pdl, x, n, res, w, eps, n, static_cast<float*>(nullptr), int64_t{0}, q, ldq,
+                             scales);
+  else
+    detail::launch_maybe_pdl(rms_norm_block_kernel<kNormBig, kNormRegs, true>, dim3(static_cast<unsigned>(n_rows)),
+                             dim3(kNormBig), 0, stream, pdl, x, n, res, w, eps, n, static_cast<float*>(nullptr),
+                             int64_t{0}, q, ldq, scales);
 }
 
 }  // namespace duet::cuda

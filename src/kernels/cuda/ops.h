@@ -73,6 +73,16 @@ void launch_gather_rows(const float* x, int64_t ldx, const int32_t* rows, int n_
 constexpr int64_t kRmsNormQ8MaxCols = 8192;
 void launch_rms_norm_q8(const float* x, int64_t ldx, const float* w, float eps, int64_t n, int64_t n_rows,
                         int8_t* xq, float4* xm, bool pdl, cudaStream_t stream);
+// For a native FP8 prompt product (MatmulContext::fp8_rows_input): with res, first x[r * n + i] +=
+// res[r * n + i] (as launch_add_rms_norm; res may be null), then row r of rms_norm(x) * w as E4M3
+// at q + r * ldq (zero from n to ldq) scaled by scales[r] = amax(row) / 448: byte for byte what
+// kernels::launch_quantize_act_fp8_rows makes of launch_add_rms_norm's output (with res) or of
+// launch_rms_norm's (without res, for n > 1024, where it sums in the same block kernel; shorter
+// rows it sums per warp, so a scale may differ in its last bit), without writing and re-reading
+// the floats. Rows of x contiguous (ld = n), n <= kRmsNormFp8MaxCols; one block per row.
+constexpr int64_t kRmsNormFp8MaxCols = 4096;
+void launch_rms_norm_fp8_rows(float* x, const float* res, const float* w, float eps, int64_t n, int64_t n_rows,
+                              uint8_t* q, int64_t ldq, float* scales, cudaStream_t stream, bool pdl = false);
 
 // Gated activation over rows: out[r * ldo + i] = act(gate[r * ldi + i]) * up[r * ldi + i], i < n,
 // r < n_rows (gate and up may be the two halves of one fused [gate | up] product row). The same
