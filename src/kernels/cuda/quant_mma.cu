@@ -22,9 +22,6 @@
 namespace duet::cuda::kernels {
 namespace {
 
-using quant::h2f;
-using quant::k_scale_min;
-
 constexpr int kSbCols = 256;             // columns of one stage: one K-quant super-block
 constexpr int kXChunks = kSbCols / 8;    // 16-byte chunks of one activation row of a stage
 constexpr int kSmemBudget = 112 * 1024;  // per CTA, so that two CTAs share an SM where they fit
@@ -172,40 +169,36 @@ __device__ __forceinline__ uint32_t deq_fma(uint32_t q, uint32_t magic, uint32_t
 __device__ __forceinline__ uint32_t deq_mul(uint32_t q, uint32_t magic, uint32_t s) {
   return h2_bits(__hmul2(__hsub2(bits_h2(q), bits_h2(magic)), bits_h2(s)));
 }
-__device__ __forceinline__ uint32_t half2_of(float v) { return h2_bits(__float2half2_rn(v)); }
 
-// Stage unit u's bytes into stage buffer st: the weight super-blocks (column block sb) of rows
-// rb * kRows .. + kRows (zero-filled past n_rows), region D's d of those rows (split types: the
+// Stage unit (rb, sb)'s bytes into stage buffer st: the weight super-blocks (column block sb) of
+// rows rb * kRows .. + kRows (zero-filled past n_rows), region D's d of those rows (split types: the
 // aligned 4-byte pair holding it), and activation columns sb * 256 .. + 256 of 8N tokens
-// (zero-filled past n). One commit group per call is left to the caller.
+// (zero-filled past n). One commit group per call is left to the caller. Every loop has a
+// compile-time trip count and each copy's address is a 32-bit offset from a per-stage base (the
+// launcher checks that a row block's bytes stay under 2^31): the copies are issued by a handful of
+// integer instructions each, which matters because the kernel is bound by instruction issue.
 template <DType T, int N, int W>
-__device__ __forceinline__ void load_stage(const MmaArgs& a, uint8_t* st, int64_t rb, int64_t sb) {
+__device__ __forceinline__ void load_stage(const MmaArgs& a, uint8_t* st, int64_t rb, int sb) {
   using S = MmaShape<T, N, W>;
   using Q = MmaType<T>;
   const int64_t row0 = rb * S::kRows;
+  const int rows_left = static_cast<int>(min(a.n_rows - row0, static_cast<int64_t>(S::kRows)));
+  // Bytes of one row in the weight region: row_bytes, or bpr blocks of the split layout.
+  const int pitch = static_cast<int>(Q::kSplitD ? a.bpr * Q::kBlockBytes : a.row_bytes);
+  const uint8_t* base =
+      a.w + row0 * pitch + (T == DType::kQ8_0 ? 8 * Q::kBlockBytes : Q::kBlockBytes) * sb;
+  constexpr int kChunks = S::kRows * Q::kChunks16;
+  static_assert(kChunks % S::kThreads == 0, "whole copies per thread");
 #pragma unroll
-  for (int c = threadIdx.x; c < S::kRows * Q::kChunks16; c += S::kThreads) {
+  for (int i = 0; i < kChunks / S::kThreads; ++i) {
+    const int c = threadIdx.x + i * S::kThreads;
     const int r = c / Q::kChunks16, part = c - r * Q::kChunks16;
-    const int64_t row = row0 + r;
-    const uint8_t* src = a.w;
-    int bytes = 0;
-    if constexpr (T == DType::kQ8_0) {
-      const int64_t b = sb * 8 + (part >> 1);  // block of this chunk; none past the row's end
-      if (row < a.n_rows && b < a.bpr) {
-        src = a.w + (row * a.bpr + b) * Q::kBlockBytes + (part & 1) * 16;
-        bytes = 16;
-      }
-      cp_async16(st + r * Q::kPitch + 16 * q8_chunk(r, part), src, bytes);
-    } else {
-      if (row < a.n_rows) {
-        if constexpr (Q::kSplitD)
-          src = a.w + (row * a.bpr + sb) * Q::kBlockBytes + part * 16;
-        else
-          src = a.w + row * a.row_bytes + sb * Q::kBlockBytes + part * 16;
-        bytes = 16;
-      }
-      cp_async16(st + r * Q::kPitch + part * 16, src, bytes);
-    }
+    bool ok = r < rows_left;
+    if constexpr (T == DType::kQ8_0) ok = ok && (part >> 1) < a.bpr - 8 * sb;  // none past the row's end
+    // Q8_0: block sb * 8 + part / 2, half part % 2, i.e. byte 16 * part of the stage's row bytes.
+    const uint8_t* src = ok ? base + (r * pitch + part * 16) : a.w;
+    const int dst = T == DType::kQ8_0 ? r * Q::kPitch + 16 * q8_chunk(r, part) : c * 16;
+    cp_async16(st + dst, src, ok ? 16 : 0);
   }
   if constexpr (T == DType::kQ8_0) {
     // d's of blocks sb * 8 .. + 7: the 5 aligned words from the even index at or below the first
@@ -236,11 +229,17 @@ __device__ __forceinline__ void load_stage(const MmaArgs& a, uint8_t* st, int64_
     cp_async4(st + S::kWBytes + 4 * r, src, bytes);
   }
   uint4* xs = reinterpret_cast<uint4*>(st + S::kWBytes + S::kDBytes);
+  const __half* xb = a.x + sb * kSbCols;
+  const int cols_left = static_cast<int>(min(a.n_cols - static_cast<int64_t>(sb) * kSbCols,
+                                             static_cast<int64_t>(kSbCols)));
+  constexpr int kXCopies = 8 * N * kXChunks;
+  static_assert(kXCopies % S::kThreads == 0, "whole activation copies per thread");
 #pragma unroll
-  for (int c = threadIdx.x; c < 8 * N * kXChunks; c += S::kThreads) {
+  for (int i = 0; i < kXCopies / S::kThreads; ++i) {
+    const int c = threadIdx.x + i * S::kThreads;
     const int t = c / kXChunks, q = c % kXChunks;
-    const bool ok = t < a.n && sb * kSbCols + q * 8 < a.n_cols;
-    const __half* src = ok ? a.x + t * a.ldx + sb * kSbCols + q * 8 : a.x;
+    const bool ok = t < a.n && q * 8 < cols_left;
+    const __half* src = ok ? xb + (t * static_cast<int>(a.ldx) + q * 8) : a.x;
     cp_async16(xs + t * kXChunks + x_swizzle(t, q), src, ok ? 16 : 0);
   }
 }
@@ -261,6 +260,11 @@ __device__ __forceinline__ void compute_q45k(const uint8_t* st, const uint4* xs,
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   uint4 qs[2][2][2];
   uint32_t s_lo[2][2], m_lo[2][2], s_hi[2][2], m_hi[2][2];
+  // Sub-blocks 2t, 2t + 1 < 4 (t < 2): bytes 2t, 2t + 1 of scales[0..3] (sc) and [4..7] (m), low 6
+  // bits; >= 4: the low (sc) and high (m) nibbles of scales[8 + ..] and the top 2 bits of bytes
+  // 2t - 4, 2t - 3 of scales[0..7] as bits 4-5. Lane constants:
+  const int sh = 16 * (t & 1), s_hi6 = t < 2 ? 0 : 2;
+  const uint32_t m_w = t < 2 ? 0u : 0x0f0fu, m_lo6 = t < 2 ? 0x3f3fu : 0x3030u;
 #pragma unroll
   for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
@@ -269,14 +273,21 @@ __device__ __forceinline__ void compute_q45k(const uint8_t* st, const uint4* xs,
       const uint4 hdr = *reinterpret_cast<const uint4*>(rp);
       qs[mt][rr][0] = *reinterpret_cast<const uint4*>(rp + kQs + 32 * t);
       qs[mt][rr][1] = *reinterpret_cast<const uint4*>(rp + kQs + 16 + 32 * t);
-      const float d = h2f(hdr.x & 0xffff), dmin = h2f(hdr.x >> 16);
-      int sc, mn;
-      k_scale_min(hdr.y, hdr.z, hdr.w, 2 * t, sc, mn);
-      s_lo[mt][rr] = half2_of(d * static_cast<float>(sc));
-      m_lo[mt][rr] = half2_of(-(dmin * static_cast<float>(mn)));
-      k_scale_min(hdr.y, hdr.z, hdr.w, 2 * t + 1, sc, mn);
-      s_hi[mt][rr] = half2_of(d * static_cast<float>(sc));
-      m_hi[mt][rr] = half2_of(-(dmin * static_cast<float>(mn)));
+      // Scales and mins of sub-blocks 2t, 2t + 1 (quant::k_scale_min), two bytes at a time.
+      const uint32_t y = hdr.y >> sh, z = hdr.z >> sh, wd = hdr.w >> sh;
+      const uint32_t sc2 = (wd & m_w) | ((y >> s_hi6) & m_lo6);
+      const uint32_t mn2 = ((wd >> 4) & m_w) | ((z >> s_hi6) & m_lo6);
+      // d * sc and -dmin * mn as halves, each rounded once from the exact product (as the float
+      // product converted to half would be): byte | 0x6400 is the half 1024 + v exactly.
+      const uint32_t dd = __byte_perm(hdr.x, 0, 0x1010), ndm = __byte_perm(hdr.x, 0, 0x3232) ^ 0x80008000u;
+      const uint32_t s2 = h2_bits(__hmul2(
+          __hsub2(bits_h2(__byte_perm(sc2, 0x64646464u, 0x4140)), bits_h2(0x64006400u)), bits_h2(dd)));
+      const uint32_t m2 = h2_bits(__hmul2(
+          __hsub2(bits_h2(__byte_perm(mn2, 0x64646464u, 0x4140)), bits_h2(0x64006400u)), bits_h2(ndm)));
+      s_lo[mt][rr] = __byte_perm(s2, 0, 0x1010);
+      s_hi[mt][rr] = __byte_perm(s2, 0, 0x3232);
+      m_lo[mt][rr] = __byte_perm(m2, 0, 0x1010);
+      m_hi[mt][rr] = __byte_perm(m2, 0, 0x3232);
     }
   const int f = 2 * t + (g & 1);  // x_swizzle's XOR for this lane (q >> 3 == t)
   const uint4* xl = xs + g * kXChunks + 8 * t;
@@ -347,6 +358,7 @@ __device__ __forceinline__ void compute_q6k(const uint8_t* st, const uint4* xs, 
                                             float (&acc)[2][N][4]) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const int hh = t >> 1, gg = t & 1;
+  const uint32_t sel = 0x4040u | gg | ((gg + 2) << 8);  // bytes gg, gg + 2 as the low bytes of two halves
   uint4 l0[2][2], l1[2][2], qh[2][2];
   uint32_t sq[2][2][4];
 #pragma unroll
@@ -359,13 +371,20 @@ __device__ __forceinline__ void compute_q6k(const uint8_t* st, const uint4* xs, 
       l1[mt][rr] = *reinterpret_cast<const uint4*>(rp + 64 * hh + 32 + 16 * gg);
       qh[mt][rr] = *reinterpret_cast<const uint4*>(rp + 128 + 32 * hh + 16 * gg);
       const uint2 sc = *reinterpret_cast<const uint2*>(rp + 192 + 8 * hh);
-      const int64_t idx = (row0 + r) * bpr + sb;
-      const float d = h2f((dsm[r] >> (16 * static_cast<int>(idx & 1))) & 0xffff);
+      // d: the half of the staged aligned pair that is this row's (the index's parity; low bits
+      // only, so 32-bit arithmetic gives it).
+      const uint32_t odd = (static_cast<uint32_t>(row0 + r) * static_cast<uint32_t>(bpr) +
+                            static_cast<uint32_t>(sb)) & 1u;
+      const uint32_t dd = __byte_perm(dsm[r], 0, odd ? 0x3232 : 0x1010);
+      // Scales of quarters q = 2e, 2e + 1: bytes gg, gg + 2 of sc.x (e = 0) / sc.y (e = 1), signed;
+      // byte ^ 0x80 | 0x6400 is the half 1152 + s exactly, and d * s is rounded once, as the float
+      // product converted to half would be.
 #pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const uint32_t word = q < 2 ? sc.x : sc.y;  // byte gg + 2q of scales[8hh ..]
-        const int8_t s = static_cast<int8_t>((word >> (8 * (gg + 2 * (q & 1)))) & 0xff);
-        sq[mt][rr][q] = half2_of(d * static_cast<float>(s));
+      for (int e = 0; e < 2; ++e) {
+        const uint32_t h = __byte_perm((e ? sc.y : sc.x) ^ 0x80808080u, 0x64646464u, sel);
+        const uint32_t s2 = h2_bits(__hmul2(__hsub2(bits_h2(h), bits_h2(0x64806480u)), bits_h2(dd)));
+        sq[mt][rr][2 * e] = __byte_perm(s2, 0, 0x1010);
+        sq[mt][rr][2 * e + 1] = __byte_perm(s2, 0, 0x3232);
       }
     }
 #pragma unroll
@@ -505,13 +524,18 @@ __global__ void __launch_bounds__(32 * W) matmul_mma_kernel(MmaArgs a) {
   using S = MmaShape<T, N, W>;
   extern __shared__ __align__(16) uint8_t smem[];
   const int64_t u_begin = static_cast<int64_t>(blockIdx.x) * a.units / gridDim.x;
-  const int64_t u_end = static_cast<int64_t>(blockIdx.x + 1) * a.units / gridDim.x;
-  const int64_t count = u_end - u_begin;
+  const int count = static_cast<int>(static_cast<int64_t>(blockIdx.x + 1) * a.units / gridDim.x - u_begin);
+  const int spr = static_cast<int>(a.spr);
+  // Cursors (row block, stage) of the next unit to load and of the unit computed: advanced by one
+  // stage at a time, so that no division runs inside the loop.
+  int64_t rb_l = u_begin / spr, rb_c = rb_l;
+  int sb_l = static_cast<int>(u_begin - rb_l * spr), sb_c = sb_l;
 #pragma unroll 1
   for (int s = 0; s < S::kStages - 1; ++s) {
-    if (s < count)
-      load_stage<T, N, W>(a, smem + s * S::kStageBytes, (u_begin + s) / a.spr,
-                          (u_begin + s) % a.spr);
+    if (s < count) {
+      load_stage<T, N, W>(a, smem + s * S::kStageBytes, rb_l, sb_l);
+      if (++sb_l == spr) sb_l = 0, ++rb_l;
+    }
     cp_async_commit();
   }
   float acc[2][N][4];
@@ -521,33 +545,36 @@ __global__ void __launch_bounds__(32 * W) matmul_mma_kernel(MmaArgs a) {
     for (int nt = 0; nt < N; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[mt][nt][e] = 0.f;
-  bool seg_full_start = u_begin % a.spr == 0;  // the current row block's units began at its first
+  bool seg_full_start = sb_c == 0;  // the current row block's units began at its first
+  int ld_stage = S::kStages - 1, st_stage = 0;  // stage buffers of the next load and of this unit
 #pragma unroll 1
-  for (int64_t it = 0; it < count; ++it) {
+  for (int it = 0; it < count; ++it) {
     cp_async_wait<S::kStages - 2>();
     __syncthreads();  // stage `it` visible to all; stage it - 1 free for the next load
-    const int64_t nxt = it + S::kStages - 1;
-    if (nxt < count)
-      load_stage<T, N, W>(a, smem + (nxt % S::kStages) * S::kStageBytes, (u_begin + nxt) / a.spr,
-                          (u_begin + nxt) % a.spr);
+    if (it + S::kStages - 1 < count) {
+      load_stage<T, N, W>(a, smem + ld_stage * S::kStageBytes, rb_l, sb_l);
+      if (++sb_l == spr) sb_l = 0, ++rb_l;
+    }
     cp_async_commit();
-    const uint8_t* st = smem + (it % S::kStages) * S::kStageBytes;
+    if (++ld_stage == S::kStages) ld_stage = 0;
+    const uint8_t* st = smem + st_stage * S::kStageBytes;
+    if (++st_stage == S::kStages) st_stage = 0;
     const uint4* xs = reinterpret_cast<const uint4*>(st + S::kWBytes + S::kDBytes);
-    const int64_t u = u_begin + it, rb = u / a.spr, sb = u % a.spr;
     if constexpr (T == DType::kQ4_K || T == DType::kQ5_K) {
       compute_q45k<T, N, W>(st, xs, acc);
     } else if constexpr (T == DType::kQ8_0) {
-      compute_q80<N, W>(st, xs, reinterpret_cast<const uint32_t*>(st + S::kWBytes), rb * S::kRows,
-                        a.bpr, sb, acc);
+      compute_q80<N, W>(st, xs, reinterpret_cast<const uint32_t*>(st + S::kWBytes), rb_c * S::kRows,
+                        a.bpr, sb_c, acc);
     } else {
-      compute_q6k<N, W>(st, xs, reinterpret_cast<const uint32_t*>(st + S::kWBytes), rb * S::kRows,
-                        a.bpr, sb, acc);
+      compute_q6k<N, W>(st, xs, reinterpret_cast<const uint32_t*>(st + S::kWBytes), rb_c * S::kRows,
+                        a.bpr, sb_c, acc);
     }
-    if (sb == a.spr - 1 || it == count - 1) {
-      const bool full = seg_full_start && sb == a.spr - 1;
-      flush<N, W>(a, rb * S::kRows, !full, acc);
+    if (sb_c == spr - 1 || it == count - 1) {
+      const bool full = seg_full_start && sb_c == spr - 1;
+      flush<N, W>(a, rb_c * S::kRows, !full, acc);
       seg_full_start = true;
     }
+    if (++sb_c == spr) sb_c = 0, ++rb_c;
   }
   cp_async_wait<0>();
 #else
@@ -616,6 +643,11 @@ void run(const DeviceMatrix& w, const __half* x, int64_t ldx, int n, float* y, i
   a.ldy = ldy;
   const int64_t row_blocks = (w.n_rows + S::kRows - 1) / S::kRows;
   a.units = row_blocks * a.spr;
+  // load_stage's 32-bit offsets: a row block's weight bytes, and 8N activation rows.
+  const int64_t pitch = MmaType<T>::kSplitD ? a.bpr * MmaType<T>::kBlockBytes : a.row_bytes;
+  DUET_CHECK_MSG(pitch * S::kRows < (int64_t{1} << 31) && ldx * 8 * N < (int64_t{1} << 31),
+                 "matmul_mma: %lld-byte rows or %lld-half activation rows too long", (long long)pitch,
+                 (long long)ldx);
   // One wave; the fewest CTAs that give every CTA the smallest whole number of units.
   const int64_t slots = static_cast<int64_t>(ctas_per_sm<T, N, W>(dev)) * sm_count(dev);
   const int64_t per_cta = (a.units + slots - 1) / slots;
