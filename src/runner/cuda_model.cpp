@@ -309,10 +309,12 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
   float *A = attn.as<float>(), *O = o.as<float>(), *G = gate.as<float>(), *U = up.as<float>();
   // Decode batches: producers (norms, the activation) write the int8 input of block-quantized
   // products directly (q8), and the o and down products add into the residual stream (fuse_res;
-  // not where Gemma's post-norms sit between product and residual).
+  // not where Gemma's post-norms sit between product and residual), as they do in batches of
+  // 9-64 rows where both take the quantized tensor-core kernel (no zeroing, no add launch).
   const bool pdl = mm->pdl();
   const MatmulContext::Q8Input q8 = mm->q8_input();
-  const bool fuse_res = !tr.post_norms && MatmulContext::can_accumulate(n);
+  const bool fuse_res = !tr.post_norms && (MatmulContext::can_accumulate(n) ||
+                                           (mm->accumulates(L.wo.m, n) && mm->accumulates(L.w_down.m, n)));
   auto product = [&](const DeviceMatrix& wm, bool from_q8, const float* xin, int64_t ldx, float* y, int64_t ldy,
                      bool accumulate) {
     if (from_q8) mm->matmul_q8(wm, n, y, ldy, s, accumulate);

@@ -279,6 +279,19 @@ TEST_P(MatmulParity, MatchesCpuReference) {
                     (long long)rows, (long long)cols, n, rel, tol.norm, worst, tol.elem);
         EXPECT_LE(rel, tol.norm) << c.name << " " << p.name << " " << rows << "x" << cols << " n=" << n;
         EXPECT_LE(worst, tol.elem) << c.name << " " << p.name << " " << rows << "x" << cols << " n=" << n;
+        if (ctx.accumulates(wr->m, n) && !MatmulContext::can_accumulate(n)) {
+          // The tensor-core kernel's accumulating product (batches of 9-64 rows) adds its partial
+          // sums into y with atomics where blocks share rows: y2 - y is the product once more,
+          // within the same bounds (the subtraction's rounding is ~1e-7 of |y|).
+          std::vector<float> y2(static_cast<size_t>(n) * ldy);
+          ctx.matmul(wr->m, dx, ldx, n, dy, ldy, stream, /*accumulate=*/true);
+          ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+          ASSERT_EQ(cudaMemcpy(y2.data(), dy, y2.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+          for (size_t i = 0; i < y2.size(); ++i) y2[i] -= y[i];
+          const auto [rel2, worst2] = product_errors(y2, ldy, yref, l1, n, rows);
+          EXPECT_LE(rel2, tol.norm) << c.name << " " << p.name << " accumulate n=" << n;
+          EXPECT_LE(worst2, tol.elem) << c.name << " " << p.name << " accumulate n=" << n;
+        }
         if (MatmulContext::can_accumulate(n)) {
           // The accumulating product (the fused residual add) adds the same sum again: y + y, exact.
           std::vector<float> y2(static_cast<size_t>(n) * ldy);

@@ -96,6 +96,20 @@ __global__ void convert_act_kernel(const float* __restrict__ x, int64_t ldx, int
   else out[i] = __float2bfloat16_rn(v);
 }
 
+// Token row blockIdx.y: columns c of x -> F16 (zero beyond k, up to ldo) and y[c] = 0 for c < y_rows,
+// a grid-stride loop over the longer of the two.
+__global__ void convert_act_zero_kernel(const float* __restrict__ x, int64_t ldx, int64_t k,
+                                        __half* __restrict__ out, int64_t ldo, float* __restrict__ y,
+                                        int64_t ldy, int64_t y_rows) {
+  const int64_t t = blockIdx.y;
+  const int64_t end = ldo > y_rows ? ldo : y_rows;
+  for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < end;
+       c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    if (c < ldo) out[t * ldo + c] = __float2half_rn(c < k ? x[t * ldx + c] : 0.f);
+    if (c < y_rows) y[t * ldy + c] = 0.f;
+  }
+}
+
 // Grid-stride max |x| over x [n][ldx] (k columns); one atomic per warp. amax starts at 0, and
 // non-negative floats order like their bit patterns, so an integer atomicMax is exact.
 __global__ void act_amax_kernel(const float* __restrict__ x, int64_t ldx, int n, int64_t k, float* amax) {
@@ -250,6 +264,16 @@ void launch_convert_act(const float* x, int64_t ldx, int n, int64_t k, void* out
     convert_act_kernel<__nv_bfloat16><<<blocks_for(total, 256), 256, 0, s>>>(x, ldx, n, k, static_cast<__nv_bfloat16*>(out), ldo);
   else
     convert_act_kernel<__half><<<blocks_for(total, 256), 256, 0, s>>>(x, ldx, n, k, static_cast<__half*>(out), ldo);
+  DUET_CUDA_CHECK_LAUNCH();
+}
+
+void launch_convert_act_zero(const float* x, int64_t ldx, int n, int64_t k, __half* out, int64_t ldo,
+                             float* y, int64_t ldy, int64_t y_rows, cudaStream_t s) {
+  if (n <= 0) return;
+  const int64_t end = ldo > y_rows ? ldo : y_rows;
+  const unsigned bx = blocks_for(end, 256) < 64 ? blocks_for(end, 256) : 64;
+  convert_act_zero_kernel<<<dim3(bx, static_cast<unsigned>(n)), 256, 0, s>>>(x, ldx, k, out, ldo, y, ldy,
+                                                                             y_rows);
   DUET_CUDA_CHECK_LAUNCH();
 }
 

@@ -70,6 +70,19 @@ bool mma_disabled() {
   return e != nullptr && e[0] == '0';
 }
 
+// DUET_MMA_ACC=0: the quantized tensor-core kernel's batches neither add into y (the residual
+// add then runs apart) nor have the input's conversion zero y (a memset does, in the kernel's
+// launcher): the path before both (A/B knob, read once). H200, qwen2-7b Q4_K_M 32-sequence
+// step 4.41 / 4.42 ms against 4.60 / 4.59 with it off (2026-11-30, same run; 8-warp MMA CTAs,
+// two to an SM, a configuration measured no faster and dropped).
+bool mma_accumulates() {
+  static const bool on = [] {
+    const char* e = std::getenv("DUET_MMA_ACC");
+    return !(e != nullptr && e[0] == '0');
+  }();
+  return on;
+}
+
 // The native FP8 GEMMs accumulate in cuBLASLt's fast mode (Hopper: partial sums promoted to
 // float less often): qwen2-7b FP8 pp2048 55.0-55.7k tok/s against 51.5-52.4k without, and the
 // parity table's native FP8 bound (5e-2) holds (H200, 2026-11-30). DUET_LT_FAST_ACCUM=0: off.
@@ -267,6 +280,13 @@ struct MatmulContext::Impl {
     }
     if (lt) cublasLtDestroy(lt);
     if (blas) cublasDestroy(blas);
+  }
+
+  // Batches of 9-64 rows of K-quant / Q8_0 weights on sm_80+ native paths: the quantized
+  // tensor-core kernel (kernels/cuda/quant_mma.h), which can also add into y.
+  bool takes_mma(const DeviceMatrix& w, int n) const {
+    return dev.path == KernelPath::kNative && dev.sm >= 80 && n > kernels::kDecodeMaxTokens &&
+           n <= kernels::kMmaMaxTokens && kernels::mma_supported(w.dtype) && !mma_disabled();
   }
 
   // The tensor-core decode kernel for w (native path, sm_80+), or false: the float kernels.
@@ -549,6 +569,10 @@ bool MatmulContext::pdl() const {  // programmatic dependent launch: Hopper's, s
 
 bool MatmulContext::can_accumulate(int n_tokens) { return n_tokens >= 1 && n_tokens <= kernels::kDecodeMaxTokens; }
 
+bool MatmulContext::accumulates(const DeviceMatrix& w, int n_tokens) const {
+  return can_accumulate(n_tokens) || (impl_->takes_mma(w, n_tokens) && mma_accumulates());
+}
+
 bool MatmulContext::takes_q8(const DeviceMatrix& w, int n_tokens) const {
   return can_accumulate(n_tokens) && kernels::is_block_quant(w.dtype) && w.n_cols % 32 == 0;
 }
@@ -579,7 +603,8 @@ void MatmulContext::matmul(const DeviceMatrix& w, const float* x, int64_t ldx, i
   DUET_CHECK_MSG(n_tokens >= 1 && n_tokens <= m.max_tokens && w.n_cols <= m.max_cols,
                  "matmul: %d tokens x %lld columns beyond reserve(%d, %lld)", n_tokens, (long long)w.n_cols,
                  m.max_tokens, (long long)m.max_cols);
-  DUET_CHECK_MSG(!accumulate || can_accumulate(n_tokens), "matmul: no accumulating product for %d tokens", n_tokens);
+  DUET_CHECK_MSG(!accumulate || accumulates(w, n_tokens), "matmul: no accumulating product for %d tokens of %s",
+                 n_tokens, std::string(dtype_name(w.dtype)).c_str());
   const int64_t k = w.n_cols;
   if (n_tokens <= kernels::kDecodeMaxTokens) {
     const bool pdl_ok = pdl();
@@ -630,11 +655,20 @@ void MatmulContext::matmul(const DeviceMatrix& w, const float* x, int64_t ldx, i
     default:
       // Batched decode (9-64 rows): the quantized tensor-core kernel reads the blocks directly,
       // where the dequantize-then-cuBLAS path would write and re-read an F16 copy of W each call.
-      if (native && m.dev.sm >= 80 && n_tokens <= kernels::kMmaMaxTokens && kernels::mma_supported(w.dtype) &&
-          !mma_disabled()) {
+      if (m.takes_mma(w, n_tokens)) {
+        // The kernel adds into y: the input's conversion zeroes y first unless the caller adds
+        // into it (one launch before the product, where a memset would be a second).
         const int64_t ldh = round_up(k, 16);
-        kernels::launch_convert_act(x, ldx, n_tokens, k, m.xh.data(), ldh, false, stream);
-        kernels::launch_matmul_mma(w, m.xh.as<__half>(), ldh, n_tokens, y, ldy, stream);
+        if (!mma_accumulates()) {
+          kernels::launch_convert_act(x, ldx, n_tokens, k, m.xh.data(), ldh, false, stream);
+          kernels::launch_matmul_mma(w, m.xh.as<__half>(), ldh, n_tokens, y, ldy, stream);
+          return;
+        }
+        if (accumulate)
+          kernels::launch_convert_act(x, ldx, n_tokens, k, m.xh.data(), ldh, false, stream);
+        else
+          kernels::launch_convert_act_zero(x, ldx, n_tokens, k, m.xh.as<__half>(), ldh, y, ldy, w.n_rows, stream);
+        kernels::launch_matmul_mma(w, m.xh.as<__half>(), ldh, n_tokens, y, ldy, stream, /*accumulate=*/true);
         return;
       }
       m.dequant_gemm(w, x, ldx, n_tokens, y, ldy, stream);

@@ -46,7 +46,7 @@ class MatmulContext {
 
   // y[t * ldy + r] = sum_c W[r, c] * x[t * ldx + c] for t < n_tokens, r < w.n_rows (float32 in and
   // out, device memory). n_tokens <= the reserved max_tokens. accumulate: y[..] += the product
-  // (the residual add fused into the product); only where can_accumulate(n_tokens).
+  // (the residual add fused into the product); only where accumulates(w, n_tokens).
   void matmul(const DeviceMatrix& w, const float* x, int64_t ldx, int n_tokens, float* y, int64_t ldy,
               cudaStream_t stream, bool accumulate = false);
 
@@ -87,8 +87,10 @@ class MatmulContext {
   bool matmul_fp8_rows(const DeviceMatrix& w, int n_tokens, float* y, int64_t ldy, cudaStream_t stream,
                        bool accumulate = false);
 
-  // matmul() can add into y for batches of n_tokens rows (the decode kernels).
+  // matmul() can add into y for batches of n_tokens rows of any matrix (the decode kernels).
   static bool can_accumulate(int n_tokens);
+  // ... or of this matrix (also the quantized tensor-core kernel's batches of 9-64 rows).
+  bool accumulates(const DeviceMatrix& w, int n_tokens) const;
   // Decode kernels are launched programmatically (sm_90, native path): producers writing their
   // inputs may be launched the same way (kernels/cuda/common.cuh, launch_maybe_pdl).
   bool pdl() const;

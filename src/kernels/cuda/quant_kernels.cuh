@@ -51,6 +51,10 @@ void launch_dequant_f16(const DeviceMatrix& w, int64_t row0, int64_t n_rows, voi
 // x [n][ldx] float -> out [n][ldo] F16 (or BF16), zero beyond k.
 void launch_convert_act(const float* x, int64_t ldx, int n, int64_t k, void* out, int64_t ldo, bool bf16,
                         cudaStream_t s);
+// launch_convert_act to F16, and y[t * ldy + r] = 0 for t < n, r < y_rows in the same launch (the
+// zeroed output of an accumulating product: one launch instead of a conversion and a memset).
+void launch_convert_act_zero(const float* x, int64_t ldx, int n, int64_t k, __half* out, int64_t ldo,
+                             float* y, int64_t ldy, int64_t y_rows, cudaStream_t s);
 // *amax = max |x| (amax zeroed by the caller on the same stream).
 void launch_act_amax(const float* x, int64_t ldx, int n, int64_t k, float* amax, cudaStream_t s);
 // out [n][ldo] E4M3 = x / scale, scale = amax / 448 (1 when amax is 0), written to *scale_out.

@@ -72,6 +72,7 @@ struct MmaArgs {
   float* y;
   int64_t ldy;
   int64_t units;  // row blocks * spr
+  int accumulate;  // y += the product (else y = it; shared row blocks then need y zeroed first)
 };
 
 constexpr int clamp_int(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
@@ -482,7 +483,9 @@ __device__ __forceinline__ void compute_q80(const uint8_t* st, const uint4* xs, 
   }
 }
 
-// Writes (plain store) or adds (atomic) the accumulators of row block rb, then zeroes them.
+// Writes (plain store) or adds (atomic: where CTAs share the row block, and always when
+// accumulating into y, since a plain read-modify-write would wait on each load) the accumulators
+// of row block rb, then zeroes them.
 template <int N, int W>
 __device__ __forceinline__ void flush(const MmaArgs& a, int64_t row0, bool atomic,
                                       float (&acc)[2][N][4]) {
@@ -497,8 +500,8 @@ __device__ __forceinline__ void flush(const MmaArgs& a, int64_t row0, bool atomi
         const int tok = 8 * nt + 2 * t + (e & 1);
         if (row < a.n_rows && tok < a.n) {
           float* p = a.y + tok * a.ldy + row;
-          if (atomic)
-            atomicAdd(p, acc[mt][nt][e]);
+          if (atomic || a.accumulate)
+            atomicAdd(p, acc[mt][nt][e]);  // a reduction without return: no load latency
           else
             *p = acc[mt][nt][e];
         }
@@ -626,7 +629,7 @@ int ctas_per_sm(int dev) {
 
 template <DType T, int N, int W>
 void run(const DeviceMatrix& w, const __half* x, int64_t ldx, int n, float* y, int64_t ldy, int dev,
-         cudaStream_t s) {
+         bool accumulate, cudaStream_t s) {
   using S = MmaShape<T, N, W>;
   MmaArgs a{};
   a.n_rows = w.n_rows;
@@ -641,6 +644,7 @@ void run(const DeviceMatrix& w, const __half* x, int64_t ldx, int n, float* y, i
   a.n = n;
   a.y = y;
   a.ldy = ldy;
+  a.accumulate = accumulate ? 1 : 0;
   const int64_t row_blocks = (w.n_rows + S::kRows - 1) / S::kRows;
   a.units = row_blocks * a.spr;
   // load_stage's 32-bit offsets: a row block's weight bytes, and 8N activation rows.
@@ -655,7 +659,7 @@ void run(const DeviceMatrix& w, const __half* x, int64_t ldx, int n, float* y, i
   // Some row block is shared by two CTAs unless every CTA boundary is a row-block boundary.
   bool shared = false;
   for (int64_t b = 1; b < grid && !shared; ++b) shared = (b * a.units / grid) % a.spr != 0;
-  if (shared)
+  if (shared && !accumulate)
     DUET_CUDA_CHECK(cudaMemset2DAsync(y, ldy * sizeof(float), 0, w.n_rows * sizeof(float), n, s));
   matmul_mma_kernel<T, N, W><<<static_cast<unsigned>(grid), S::kThreads, S::kSmemBytes, s>>>(a);
   DUET_CUDA_CHECK_LAUNCH();
@@ -663,33 +667,33 @@ void run(const DeviceMatrix& w, const __half* x, int64_t ldx, int n, float* y, i
 
 template <DType T, int W>
 void dispatch_tokens(const DeviceMatrix& w, const __half* x, int64_t ldx, int n, float* y,
-                     int64_t ldy, int dev, cudaStream_t s) {
+                     int64_t ldy, int dev, bool acc, cudaStream_t s) {
   const int tiles = (n + 7) / 8;
-  if (tiles <= 2) return run<T, 2, W>(w, x, ldx, n, y, ldy, dev, s);
-  if (tiles <= 4) return run<T, 4, W>(w, x, ldx, n, y, ldy, dev, s);
-  if (tiles <= 6) return run<T, 6, W>(w, x, ldx, n, y, ldy, dev, s);
-  return run<T, 8, W>(w, x, ldx, n, y, ldy, dev, s);
+  if (tiles <= 2) return run<T, 2, W>(w, x, ldx, n, y, ldy, dev, acc, s);
+  if (tiles <= 4) return run<T, 4, W>(w, x, ldx, n, y, ldy, dev, acc, s);
+  if (tiles <= 6) return run<T, 6, W>(w, x, ldx, n, y, ldy, dev, acc, s);
+  return run<T, 8, W>(w, x, ldx, n, y, ldy, dev, acc, s);
 }
 
-// Warps per CTA (rows per CTA = 32 * warps). 8 halves the activation tiles each weight byte
-// brings into shared memory (8N * 512 bytes per 256-row unit instead of per 128 rows) but makes
-// units twice as coarse, so it is taken only where there are >= 2 units per SM.
-// DUET_MMA_WARPS=4|8 forces one (read at every launch, so that a benchmark can compare them in
-// one process; graph replays do not come through here). Not yet measured: see mma_test's bench.
-int warps_for(int64_t n_rows, int64_t spr, int dev) {
+// Warps per CTA (rows per CTA = 32 * warps): 4. Two 4-warp CTAs share an SM (shared memory), so
+// an SM holds 8 warps either way, but two CTAs pipeline their stages independently, and 8-warp
+// units are twice as coarse. H200 (2026-11-30): Q4_K 37888 x 3584 n = 32 47.7 us against 50.5 with
+// 8 warps, Q6_K 37888 x 3584 52.7 against 57.8 (MmaBench); qwen2-7b Q4_K_M 32-sequence step 4.21
+// / 4.22 ms against 4.41 / 4.42 (8 warps where a matrix has >= 2 units an SM, the previous rule).
+// DUET_MMA_WARPS=8 forces 8 (read at every launch, so that a benchmark can compare them in one
+// process; graph replays do not come through here).
+int warps_for() {
   const char* e = std::getenv("DUET_MMA_WARPS");
-  if (e && std::atoi(e) == 4) return 4;
-  if (e && std::atoi(e) == 8) return 8;
-  return (n_rows + 255) / 256 * spr >= 2 * static_cast<int64_t>(sm_count(dev)) ? 8 : 4;
+  return e && std::atoi(e) == 8 ? 8 : 4;
 }
 
 template <DType T>
 void dispatch(const DeviceMatrix& w, const __half* x, int64_t ldx, int n, float* y, int64_t ldy,
-              cudaStream_t s) {
+              bool acc, cudaStream_t s) {
   const int dev = current_device();
-  if (warps_for(w.n_rows, (w.n_cols + kSbCols - 1) / kSbCols, dev) == 8)
-    return dispatch_tokens<T, 8>(w, x, ldx, n, y, ldy, dev, s);
-  return dispatch_tokens<T, 4>(w, x, ldx, n, y, ldy, dev, s);
+  if (warps_for() == 8)
+    return dispatch_tokens<T, 8>(w, x, ldx, n, y, ldy, dev, acc, s);
+  return dispatch_tokens<T, 4>(w, x, ldx, n, y, ldy, dev, acc, s);
 }
 
 }  // namespace
@@ -699,7 +703,7 @@ bool mma_supported(DType t) {
 }
 
 void launch_matmul_mma(const DeviceMatrix& w, const __half* x, int64_t ldx, int n, float* y,
-                       int64_t ldy, cudaStream_t s) {
+                       int64_t ldy, cudaStream_t s, bool accumulate) {
   DUET_CHECK_MSG(n >= 1 && n <= kMmaMaxTokens, "matmul_mma: n_tokens %d not in [1, %d]", n,
                  kMmaMaxTokens);
   DUET_CHECK_MSG(ldx % 8 == 0 && ldx >= w.n_cols && reinterpret_cast<uintptr_t>(x) % 16 == 0,
@@ -714,13 +718,13 @@ void launch_matmul_mma(const DeviceMatrix& w, const __half* x, int64_t ldx, int 
   if (w.n_rows == 0) return;
   switch (w.dtype) {
     case DType::kQ4_K:
-      return dispatch<DType::kQ4_K>(w, x, ldx, n, y, ldy, s);
+      return dispatch<DType::kQ4_K>(w, x, ldx, n, y, ldy, accumulate, s);
     case DType::kQ5_K:
-      return dispatch<DType::kQ5_K>(w, x, ldx, n, y, ldy, s);
+      return dispatch<DType::kQ5_K>(w, x, ldx, n, y, ldy, accumulate, s);
     case DType::kQ8_0:
-      return dispatch<DType::kQ8_0>(w, x, ldx, n, y, ldy, s);
+      return dispatch<DType::kQ8_0>(w, x, ldx, n, y, ldy, accumulate, s);
     case DType::kQ6_K:
-      return dispatch<DType::kQ6_K>(w, x, ldx, n, y, ldy, s);
+      return dispatch<DType::kQ6_K>(w, x, ldx, n, y, ldy, accumulate, s);
     default:
       DUET_CHECK_MSG(false, "matmul_mma: no kernel for %s weights",
                      std::string(dtype_name(w.dtype)).c_str());

@@ -26,8 +26,9 @@ bool mma_supported(DType t);
 // w.n_rows. 1 <= n <= kMmaMaxTokens. Launches on s, never allocates or synchronises (capturable in
 // a CUDA graph); where it splits the K dimension over blocks it zeroes y first (cudaMemset2DAsync
 // on s) and adds with atomics, so the float sums of one call are then not in a fixed order. Needs
-// an sm_80+ device.
+// an sm_80+ device. accumulate: y[..] += the product instead (no zeroing: a caller that zeroed y
+// itself, or the residual add fused into the product).
 void launch_matmul_mma(const DeviceMatrix& w, const __half* x, int64_t ldx, int n, float* y,
-                       int64_t ldy, cudaStream_t s);
+                       int64_t ldy, cudaStream_t s, bool accumulate = false);
 
 }  // namespace duet::cuda::kernels
