@@ -11,9 +11,13 @@ from pathlib import Path
 
 
 def read_rows(out):
-    """duet's figures by label: tg, tg_roof, ppN, ppN_roof, stepN (ms)."""
+    """duet's figures by label: tg, tg_roof, ppN, ppN_roof, stepN (ms); none where the run had no
+    bench stage (gpu-quick.sh with BENCH=0: tests only)."""
     rows = {}
-    for line in (out / "bench.jsonl").read_text().splitlines():
+    path = out / "bench.jsonl"
+    if not path.exists():
+        return rows
+    for line in path.read_text().splitlines():
         if not line.strip():
             continue
         j = json.loads(line)

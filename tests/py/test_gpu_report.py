@@ -62,3 +62,14 @@ def test_missing_figures_are_not_measured(tmp_path):
     for name in ("Q4_K_M tg128 >= 1.5x llama.cpp", "FP8 weight-only tg128 >= 1.7x BF16",
                  "Q4_K_M step of 32 sequences <= 1.6x one", "BF16 pp2048 >= 45% of 790 TFLOP/s"):
         assert v[name] == ("-", "not measured"), name
+
+
+def test_run_without_bench_stage(tmp_path, capsys, monkeypatch):
+    # gpu-quick.sh with BENCH=0 runs tests only: no bench.jsonl. The report still prints, every
+    # bar not measured (it used to stop with a FileNotFoundError).
+    assert gpu_report.read_rows(tmp_path) == {}
+    assert all(verdict == "not measured" for _, (_, verdict) in verdicts(tmp_path).items())
+    monkeypatch.setattr("sys.argv", ["gpu_report.py", str(tmp_path)])
+    gpu_report.main()
+    out = capsys.readouterr().out
+    assert "no duet figures" in out and "| Q4_K_M tg128 >= 50% of roofline | - | not measured |" in out
