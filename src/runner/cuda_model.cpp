@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/check.h"
+#include "base/env.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/ops.h"
 #include "model/arch_traits.h"
@@ -133,10 +134,7 @@ bool attention_writes_q8() {
 // products' E4M3 rows themselves (launch_rms_norm_fp8_rows), so the products' own quantizer
 // launches and the float rows go away. DUET_FP8_NORM_ROWS=0 turns it off (A/B knob, read once).
 bool fp8_norm_producer() {
-  static const bool on = [] {
-    const char* e = std::getenv("DUET_FP8_NORM_ROWS");
-    return !(e != nullptr && e[0] == '0');
-  }();
+  static const bool on = env_flag("DUET_FP8_NORM_ROWS", true);
   return on;
 }
 
@@ -145,10 +143,7 @@ bool fp8_norm_producer() {
 // 512-token FP8 prompt: the add kernel took 9 us a layer). DUET_FP8_DOWN_ACC=0 turns it off
 // (A/B knob, read once).
 bool fp8_down_accumulates() {
-  static const bool on = [] {
-    const char* e = std::getenv("DUET_FP8_DOWN_ACC");
-    return !(e != nullptr && e[0] == '0');
-  }();
+  static const bool on = env_flag("DUET_FP8_DOWN_ACC", true);
   return on;
 }
 
@@ -313,8 +308,7 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
   // 9-64 rows where both take the quantized tensor-core kernel (no zeroing, no add launch).
   const bool pdl = mm->pdl();
   const MatmulContext::Q8Input q8 = mm->q8_input();
-  const bool fuse_res = !tr.post_norms && (MatmulContext::can_accumulate(n) ||
-                                           (mm->accumulates(L.wo.m, n) && mm->accumulates(L.w_down.m, n)));
+  const bool fuse_res = !tr.post_norms && mm->accumulates(L.wo.m, n) && mm->accumulates(L.w_down.m, n);
   auto product = [&](const DeviceMatrix& wm, bool from_q8, const float* xin, int64_t ldx, float* y, int64_t ldy,
                      bool accumulate) {
     if (from_q8) mm->matmul_q8(wm, n, y, ldy, s, accumulate);

@@ -13,6 +13,7 @@
 #include <cstdlib>
 
 #include "base/check.h"
+#include "base/env.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ops.h"
 
@@ -107,16 +108,7 @@ __global__ void __launch_bounds__(kFp8Threads) gated_activation_fp8_rows_kernel(
     v[k] = i < n ? gated_value(mode, gate[r * ldi + i], up[r * ldi + i], r * n + i >= n8) : 0.f;
     m = fmaxf(m, fabsf(v[k]));
   }
-  const float amax = detail::block_max(m, red);
-  const float inv = amax > 0.f ? 448.f / amax : 1.f;
-  if (threadIdx.x == 0) scales[r] = amax > 0.f ? amax / 448.f : 1.f;
-  uint8_t* o = out + r * ldo;
-#pragma unroll
-  for (int k = 0; k < kFp8Regs; ++k) {
-    const int64_t i = threadIdx.x + int64_t{k} * kFp8Threads;
-    if (i < n) o[i] = __nv_fp8_e4m3(v[k] * inv).__x;
-  }
-  for (int64_t i = n + threadIdx.x; i < ldo; i += kFp8Threads) o[i] = 0;
+  detail::store_e4m3_row<kFp8Threads, kFp8Regs>(v, m, n, out + r * ldo, ldo, scales + r, red);
 }
 
 // The same output as gated_activation_fp8_rows_kernel, for rows whose values can be read as
@@ -162,10 +154,7 @@ __global__ void __launch_bounds__(kFp8SmemThreads) gated_activation_fp8_rows_sme
 }
 
 bool fp8_rows_smem_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("DUET_ACT_FP8_SMEM");
-    return !(e != nullptr && e[0] == '0');
-  }();
+  static const bool on = env_flag("DUET_ACT_FP8_SMEM", true);
   return on;
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -64,6 +65,25 @@ __device__ __forceinline__ float block_max(float v, float* red) {
   __syncthreads();
   v = lane < n_warps ? red[lane] : -INFINITY;
   return warp_max(v);
+}
+
+// Ends a block's E4M3 row (the FP8-row producers: RMSNorm, gated activation; the operations of
+// kernels::launch_quantize_act_fp8_rows): the row's amax from each thread's m (block_max over
+// red), the scale amax / 448 into *scale (1 for a zero row), then v[k] (element threadIdx.x + T k,
+// k < R) times 448 / amax as E4M3 (satfinite) into q for elements below n, and zeros from n to ld.
+// Every thread of the block calls it.
+template <int T, int R>
+__device__ __forceinline__ void store_e4m3_row(const float (&v)[R], float m, int64_t n, uint8_t* q, int64_t ld,
+                                               float* scale, float* red) {
+  const float amax = block_max(m, red);
+  const float inv = amax > 0.f ? 448.f / amax : 1.f;
+  if (threadIdx.x == 0) *scale = amax > 0.f ? amax / 448.f : 1.f;
+#pragma unroll
+  for (int k = 0; k < R; ++k) {
+    const int64_t i = threadIdx.x + int64_t{k} * T;
+    if (i < n) q[i] = __nv_fp8_e4m3(v[k] * inv).__x;
+  }
+  for (int64_t i = n + threadIdx.x; i < ld; i += T) q[i] = 0;
 }
 
 // Programmatic dependent launch (sm_90; no-ops elsewhere and when the kernel was launched without

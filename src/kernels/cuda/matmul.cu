@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "base/check.h"
+#include "base/env.h"
 #include "kernels/cuda/matvec_mma.h"
 #include "kernels/cuda/quant_kernels.cuh"
 #include "kernels/cuda/quant_mma.h"
@@ -65,10 +66,7 @@ Status alloc(DeviceBuffer* b, size_t bytes, const char* what) {
 bool fp8_row_scales_only(const DeviceMatrix& w) { return w.fp8_block_cols >= w.n_cols; }
 
 // DUET_MATMUL_MMA=0: batches of 9-64 rows take the dequantize + cuBLAS path (benchmark knob).
-bool mma_disabled() {
-  const char* e = std::getenv("DUET_MATMUL_MMA");
-  return e != nullptr && e[0] == '0';
-}
+bool mma_disabled() { return !env_flag("DUET_MATMUL_MMA", true); }
 
 // DUET_MMA_ACC=0: the quantized tensor-core kernel's batches neither add into y (the residual
 // add then runs apart) nor have the input's conversion zero y (a memset does, in the kernel's
@@ -76,10 +74,7 @@ bool mma_disabled() {
 // step 4.41 / 4.42 ms against 4.60 / 4.59 with it off (2026-11-30, same run; 8-warp MMA CTAs,
 // two to an SM, a configuration measured no faster and dropped).
 bool mma_accumulates() {
-  static const bool on = [] {
-    const char* e = std::getenv("DUET_MMA_ACC");
-    return !(e != nullptr && e[0] == '0');
-  }();
+  static const bool on = env_flag("DUET_MMA_ACC", true);
   return on;
 }
 
@@ -87,10 +82,7 @@ bool mma_accumulates() {
 // float less often): qwen2-7b FP8 pp2048 55.0-55.7k tok/s against 51.5-52.4k without, and the
 // parity table's native FP8 bound (5e-2) holds (H200, 2026-11-30). DUET_LT_FAST_ACCUM=0: off.
 bool fp8_fast_accum() {
-  static const bool on = [] {
-    const char* e = std::getenv("DUET_LT_FAST_ACCUM");
-    return e == nullptr || e[0] != '0';
-  }();
+  static const bool on = env_flag("DUET_LT_FAST_ACCUM", true);
   return on;
 }
 

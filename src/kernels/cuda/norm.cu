@@ -131,16 +131,7 @@ __global__ void __launch_bounds__(T) rms_norm_block_kernel(float* x, int64_t ldx
         m = fmaxf(m, fabsf(v[k]));
       }
     }
-    const float amax = detail::block_max(m, redf);
-    const float inv = amax > 0.f ? 448.f / amax : 1.f;
-    if (threadIdx.x == 0) qscales[r] = amax > 0.f ? amax / 448.f : 1.f;
-    uint8_t* qr = q + r * ldq;
-#pragma unroll
-    for (int k = 0; k < kNormRegs; ++k) {
-      const int64_t i = threadIdx.x + int64_t{k} * kNormBig;
-      if (i < n) qr[i] = __nv_fp8_e4m3(v[k] * inv).__x;
-    }
-    for (int64_t i = n + threadIdx.x; i < ldq; i += kNormBig) qr[i] = 0;
+    detail::store_e4m3_row<kNormBig, kNormRegs>(v, m, n, q + r * ldq, ldq, qscales + r, redf);
   } else {
     // Each thread writes only the elements it read (y may equal x).
 #pragma unroll

@@ -17,6 +17,7 @@
 #include <type_traits>
 
 #include "base/check.h"
+#include "base/env.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/quant_kernels.cuh"
 #include "kernels/cuda/quant_types.cuh"
@@ -718,8 +719,7 @@ void matvec_q8_typed(const DeviceMatrix& w, const int8_t* xq, const float4* xm, 
 // 34.1%). DUET_MATVEC_PDL=0 turns it off (benchmark knob).
 bool use_pdl(bool allowed) {
   if (!allowed) return false;
-  const char* e = std::getenv("DUET_MATVEC_PDL");
-  return e == nullptr || e[0] != '0';
+  return env_flag("DUET_MATVEC_PDL", true);
 }
 
 // (R rows per group, U loads in flight) of the K-quant kernel, by DUET_MATVEC_VARIANT:
@@ -739,10 +739,7 @@ bool use_pdl(bool allowed) {
 // qwen2-7b Q4_K_M tg128 455.8 / 455.3 tok/s against 453.5 / 452.2 with DUET_MATVEC_PRELOAD=0,
 // which keeps variant 1 there (A/B knob; H200, 2026-11-30, interleaved in one run).
 bool preload_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("DUET_MATVEC_PRELOAD");
-    return !(e != nullptr && e[0] == '0');
-  }();
+  static const bool on = env_flag("DUET_MATVEC_PRELOAD", true);
   return on;
 }
 int kquant_variant(DType t, int64_t n_rows, int64_t n_cols, int n) {
@@ -867,8 +864,7 @@ size_t fp8_smem_bytes(const DeviceMatrix& w, int n) {
 }
 
 bool fp8_smem_disabled() {  // DUET_MATVEC_FP8_SMEM=0: the global-memory kernel (benchmark knob)
-  const char* e = std::getenv("DUET_MATVEC_FP8_SMEM");
-  return e != nullptr && e[0] == '0';
+  return !env_flag("DUET_MATVEC_FP8_SMEM", true);
 }
 
 // (R rows per warp, U chunks in flight): R = 4 where that still gives every SM two blocks of
@@ -954,10 +950,7 @@ bool matvec_q8_pairs(const DeviceMatrix& w1, const DeviceMatrix& w2, int n) {
     const int v = kquant_variant(w.dtype, w.n_rows, w.n_cols, n);
     return v == 1 || (v == 4 && w.dtype == DType::kQ4_K && n == 1);
   };
-  static const bool off = [] {
-    const char* e = std::getenv("DUET_MATVEC_PAIR");
-    return e != nullptr && e[0] == '0';
-  }();
+  static const bool off = !env_flag("DUET_MATVEC_PAIR", true);
   if (off || legacy_kernels() || forced_variant() >= 0) return false;
   return kq(w1.dtype) && kq(w2.dtype) && w1.n_cols == w2.n_cols && n >= 1 && n <= kDecodeMaxTokens && v_ok(w1) &&
          v_ok(w2);
