@@ -378,14 +378,20 @@ TEST(MatvecMma, EveryKindMatchesReference) {
       ASSERT_EQ(cudaMalloc(&dy, static_cast<size_t>(n_max) * ldy * 4), cudaSuccess);
       ASSERT_EQ(cudaMemcpy(dx, x.data(), x.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
       std::vector<float> y(static_cast<size_t>(n_max) * ldy), y2(y.size());
+      // The streaming kernel (default) and the classic one (DUET_MATVEC_STREAM=0) against the
+      // reference; then, for one and two tiles per unit forced, the two kernels bit for bit (same
+      // warps, chunks and order of sums).
+      for (const char* sv : {"1", "0"})
       for (int n : {1, 3, 8}) {
+        setenv("DUET_MATVEC_STREAM", sv, 1);
         ASSERT_EQ(cudaMemset(dy, 0xff, y.size() * 4), cudaSuccess);  // NaN
         kernels::launch_matvec_mma(wr->m, kc.kind, dx, ldx, n, dy, ldy, false, false, stream);
         ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
         ASSERT_EQ(cudaMemcpy(y.data(), dy, y.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
         const auto [rel, worst] = product_errors(y, ldy, yref, l1, n, rows);
-        std::printf("  %-20s %5lld x %-5lld n=%d norm %.2e (<= %.0e)  elem %.2e (<= %.0e)\n", kc.c.name,
-                    (long long)rows, (long long)cols, n, rel, kc.tol.norm, worst, kc.tol.elem);
+        std::printf("  %-20s %5lld x %-5lld n=%d %s norm %.2e (<= %.0e)  elem %.2e (<= %.0e)\n", kc.c.name,
+                    (long long)rows, (long long)cols, n, sv[0] == '1' ? "stream " : "classic", rel, kc.tol.norm, worst,
+                    kc.tol.elem);
         EXPECT_LE(rel, kc.tol.norm) << kc.c.name << " " << rows << "x" << cols << " n=" << n;
         EXPECT_LE(worst, kc.tol.elem) << kc.c.name << " " << rows << "x" << cols << " n=" << n;
         // Rows past n untouched (still NaN), and the accumulating launch adds the same sums.
@@ -400,7 +406,27 @@ TEST(MatvecMma, EveryKindMatchesReference) {
         for (int t = 0; t < n; ++t)
           for (int64_t r = 0; r < rows; ++r) bad += y2[t * ldy + r] != 2.0f * y[t * ldy + r];
         EXPECT_EQ(bad, 0) << kc.c.name << " accumulate n=" << n;
+        unsetenv("DUET_MATVEC_STREAM");
         ++ran;
+      }
+      for (const char* mt : {"1", "2"}) {
+        setenv("DUET_MATVEC_MMA_MT", mt, 1);
+        setenv("DUET_MATVEC_STREAM_CFG", "4", 1);  // 8 warps, as the classic kernel
+        for (const char* sv : {"1", "0"}) {
+          setenv("DUET_MATVEC_STREAM", sv, 1);
+          kernels::launch_matvec_mma(wr->m, kc.kind, dx, ldx, 8, dy, ldy, false, false, stream);
+          ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+          ASSERT_EQ(cudaMemcpy(sv[0] == '1' ? y.data() : y2.data(), dy, y.size() * 4, cudaMemcpyDeviceToHost),
+                    cudaSuccess);
+        }
+        unsetenv("DUET_MATVEC_STREAM");
+        unsetenv("DUET_MATVEC_MMA_MT");
+        unsetenv("DUET_MATVEC_STREAM_CFG");
+        int64_t differ = 0;
+        for (int t = 0; t < 8; ++t)
+          for (int64_t r = 0; r < rows; ++r) differ += y[t * ldy + r] != y2[t * ldy + r];
+        EXPECT_EQ(differ, 0) << kc.c.name << " " << rows << "x" << cols << " MT " << mt
+                             << ": streaming and classic kernels differ";
       }
       cudaFree(dx);
       cudaFree(dy);
@@ -891,6 +917,39 @@ TEST(MatmulBench, DecodeAndPrompt) {
     }
   }
   std::printf("\ndecode summary (launcher defaults)\n%s", summary.c_str());
+  // DUET_MATMUL_BENCH_STREAM=1: the tensor-core decode kernel's streaming form under each
+  // DUET_MATVEC_STREAM_CFG and tiles per unit, against the classic form (DUET_MATVEC_STREAM=0).
+  if (std::getenv("DUET_MATMUL_BENCH_STREAM") != nullptr && dev.path == KernelPath::kNative && dev.sm >= 80) {
+    std::printf("\ntensor-core decode kernel: streaming (DUET_MATVEC_STREAM_CFG x DUET_MATVEC_MMA_MT) and classic\n");
+    const DecodeType stream_types[] = {{DType::kF8_E4M3, "FP8-wo", &ctx_wo, false},
+                                       {DType::kF8_E4M3, "FP8-nat", &ctx, false},
+                                       {DType::kBF16, "BF16", &ctx, false}};
+    for (const auto& bt : stream_types) {
+      for (auto [rows, cols] : kQwenShapes) {
+        BenchMatrix b = make_bench(bt.dtype, rows, cols, pool, size_t{512} << 20);
+        for (int n : {1, 2, 8}) {
+          const bool bf16 = bt.dtype == DType::kBF16;
+          if ((bf16 && n == 1) || (!bf16 && n == 2) || (n == 8 && rows != 18944)) continue;
+          for (const char* cfg : {"classic", "auto", "0", "1", "2", "3", "4"})
+            for (const char* mt : {"auto", "1", "2"}) {
+              const bool classic = std::strcmp(cfg, "classic") == 0;
+              if (classic && std::strcmp(mt, "auto") != 0) continue;
+              setenv("DUET_MATVEC_STREAM", classic ? "0" : "1", 1);
+              if (!classic && std::strcmp(cfg, "auto") != 0) setenv("DUET_MATVEC_STREAM_CFG", cfg, 1);
+              if (std::strcmp(mt, "auto") != 0) setenv("DUET_MATVEC_MMA_MT", mt, 1);
+              const double t = time_calls(*bt.ctx, b, x, n, y, 30, s);
+              const double gbs = b.bytes / t / 1e9;
+              std::printf("  %-7s %6lld x %-6lld n=%d  cfg %-7s MT %-4s  %8.1f us  %7.0f GB/s  %5.1f%%\n", bt.name,
+                          (long long)rows, (long long)cols, n, cfg, mt, t * 1e6, gbs, 100 * gbs / kHbmGBs);
+              unsetenv("DUET_MATVEC_STREAM");
+              unsetenv("DUET_MATVEC_STREAM_CFG");
+              unsetenv("DUET_MATVEC_MMA_MT");
+            }
+        }
+        free_bench(b);
+      }
+    }
+  }
   // DUET_MATMUL_BENCH_MMA_SWEEP=1: the tensor-core decode kernel (matvec_mma.cu) under every
   // (tiles per CTA, warps x chunks in flight) setting of its knobs, FP8 at n = 1 and 8, BF16 at
   // n = 2 and 8 (where MatmulContext gives it F16/BF16 products).

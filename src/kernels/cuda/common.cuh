@@ -1,7 +1,9 @@
 // Device helpers shared by the element-wise, attention and sampling kernels of kernels/cuda:
 // warp/block reductions, F16 <-> F32 vector loads, ggml's expf, launch-size arithmetic.
 // Header-only, device code plus a few host helpers; no state. Everything here uses only what
-// sm_70 has (warp shuffles, __half conversions), so every kernel built on it runs on a V100.
+// sm_70 has (warp shuffles, __half conversions), so every kernel built on it runs on a V100,
+// except the cp.async helpers (sm_80+, empty below) and the programmatic-launch pair (sm_90+,
+// no-ops below).
 #pragma once
 
 #include <cuda_fp16.h>
@@ -120,6 +122,35 @@ void launch_maybe_pdl(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t sm
   cfg.attrs = &attr;
   cfg.numAttrs = pdl ? 1 : 0;
   DUET_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...));
+}
+
+// cp.async (sm_80+: the callers are sm_80+ kernels): 16 bytes global -> shared, zero-filled past
+// src_bytes (0 or 16), bypassing L1; 4 bytes likewise through L1; commit / wait for all but
+// kPending of this thread's groups.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(src_bytes)
+               : "memory");
+#endif
+}
+__device__ __forceinline__ void cp_async4(void* dst, const void* src, int src_bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(src_bytes)
+               : "memory");
+#endif
+}
+__device__ __forceinline__ void cp_async_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+#endif
 }
 
 // One warp quantizes 32 consecutive activations of one token (lane i holds value i) into the

@@ -37,11 +37,15 @@
 // (wave quantization of the grid and the short 64-byte runs per row are the suspects; the
 // DUET_MATVEC_MMA_MT / _CFG knobs sweep tiles and warps). qwen2-7b FP8 weight-only decode went
 // from 236.5 to 262.6 tok/s with it (same run).
+// The launcher runs the streaming form of the kernel (matvec_mma_stream_kernel: persistent CTAs,
+// weights through a per-thread cp.async ring) unless DUET_MATVEC_STREAM=0; the figures above are
+// the classic form's.
 // Owns no memory; runs on the caller's stream; no sync (graph-capturable).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -354,6 +358,171 @@ __global__ void __launch_bounds__(W * 32) matvec_mma_kernel(MvArgs a) {
 #endif
 }
 
+// Streaming form of the kernel above (the default on sm_80+; DUET_MATVEC_STREAM=0 the kernel
+// above). Persistent: the grid is the resident CTAs (at most one per unit), CTA b takes units
+// (MT m16 tiles, all chunks) b, b + grid, ..., and its warps split each unit's chunks
+// round-robin as above. The weights travel by cp.async into a ring of D slots per thread: each
+// thread copies exactly the pieces it will multiply (its rows g, g + 8 of each tile, piece p of
+// the chunk), so no barrier guards the ring, only the thread's own wait_group; D - 1 chunks are
+// always in flight, across unit boundaries (the next unit's weights load while this one's warps
+// are summed). A slot is refilled one iteration after it was read, when the mma that consumed
+// its registers has issued. Where the kernel above waits a DRAM round trip for every U chunks
+// and ends each CTA with the ramp of the next, this one keeps (D - 1) x 16 MT x 32 bytes a warp
+// in flight for the whole call. Same arithmetic and order of sums per lane and warp as above: with
+// the same warps and tiles (DUET_MATVEC_STREAM_CFG=4 and DUET_MATVEC_MMA_MT) the results are
+// bit-identical to it (matmul_test MatvecMma checks). Measured on the H200 (2026-12-01, launcher
+// choice): qwen2-7b FP8 weight-only tg128 339.7 / 339.8 tok/s against 312.8 / 312.2 with the
+// classic kernel, native 286.8 / 286.4 against 262.3 / 262.3 (same run).
+template <MatvecMmaKind K, int MT, int W, int D>
+__global__ void __launch_bounds__(W * 32) matvec_mma_stream_kernel(MvArgs a, int64_t n_units) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  extern __shared__ uint4 ring[];  // [D][2 MT][W * 32]: thread-private slots, conflict-free
+  constexpr int S = 2 * MT;
+  constexpr int T = W * 32;
+  constexpr int E = KindOf<K>::kElems;
+  constexpr int XW = K == MatvecMmaKind::kFp8Hw || K == MatvecMmaKind::kFp8Soft ? 8 : 4;
+  constexpr bool kNative = K == MatvecMmaKind::kFp8Native;
+  constexpr bool kFp8 = E == 16;
+  pdl_trigger();
+  const int tid = static_cast<int>(threadIdx.x);
+  const int lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, p = lane & 3;
+  const int64_t n_chunks = (a.n_pieces + kChunkPieces - 1) / kChunkPieces;
+  const int64_t stride = gridDim.x;
+  // Copy cursor (unit, chunk) of the next chunk this warp loads; a warp past the last chunk of a
+  // row (n_chunks <= warp) has none in any unit.
+  int64_t cp_unit = warp < n_chunks ? static_cast<int64_t>(blockIdx.x) : n_units;
+  int64_t cp_c = warp;
+  auto copy_next = [&](int slot) {
+    if (cp_unit < n_units) {
+      const bool ok = cp_c * kChunkPieces + p < a.n_pieces;
+      const int64_t off = ok ? cp_c * 64 + p * 16 : 0;
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          int64_t r = cp_unit * (16 * MT) + 16 * mt + g + 8 * h;
+          if (r >= a.n_rows) r = a.n_rows - 1;  // past the end: loaded, never stored
+          detail::cp_async16(&ring[(slot * S + 2 * mt + h) * T + tid], a.w + r * a.row_bytes + off, ok ? 16 : 0);
+        }
+      cp_c += W;
+      if (cp_c >= n_chunks) {
+        cp_c = warp;
+        cp_unit += stride;
+      }
+    }
+    detail::cp_async_commit();  // empty groups too: every thread counts the same groups
+  };
+#pragma unroll
+  for (int d = 0; d < D - 1; ++d) copy_next(d);
+  pdl_wait();  // activations (and y, when accumulating) come from the previous kernel
+  const bool has_x = g < a.n;
+  const float* xrow = a.x + (has_x ? g : 0) * a.ldx + p * E;
+  __shared__ float red[W][MT][4][32];
+  int slot = 0;
+  for (int64_t unit = blockIdx.x; unit < n_units; unit += stride) {
+    const int64_t row0 = unit * (16 * MT);
+    const float* tile_scales[MT];
+    if constexpr (kFp8) {
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        int64_t r = row0 + 16 * mt;
+        if (r >= a.n_rows) r = a.n_rows - 1;
+        tile_scales[mt] = a.scales + (r / a.block_rows) * a.scale_cols;
+      }
+    }
+    float acc[MT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) acc[mt][j] = 0.f;
+    // The lane's activations of chunk c, read one chunk ahead (x may come from L2: with the ring
+    // in shared memory, L1 is small).
+    auto load_x = [&](int64_t c, float (&v)[E]) {
+      if (has_x && c < n_chunks && c * kChunkPieces + p < a.n_pieces) {
+        detail::load_as_float<float, E>(xrow + c * kChunkPieces * E, v);
+      } else {
+#pragma unroll
+        for (int i = 0; i < E; ++i) v[i] = 0.f;
+      }
+    };
+    float vnext[E];
+    load_x(warp, vnext);
+    for (int64_t c = warp; c < n_chunks; c += W) {
+      float v[E];
+#pragma unroll
+      for (int i = 0; i < E; ++i) v[i] = vnext[i];
+      load_x(c + W, vnext);
+      detail::cp_async_wait<D - 2>();  // this chunk's group has landed (D - 2 newer ones may not)
+      uint4 wv[MT][2];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) wv[mt][h] = ring[(slot * S + 2 * mt + h) * T + tid];
+      copy_next(slot == 0 ? D - 1 : slot - 1);  // the slot read last iteration
+      slot = slot == D - 1 ? 0 : slot + 1;
+      uint32_t xw[XW];
+      float tok_scale[2] = {1.f, 1.f};
+      if constexpr (kNative) {
+        float amax = 0.f;
+#pragma unroll
+        for (int i = 0; i < E; ++i) amax = fmaxf(amax, fabsf(v[i]));
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+        const float sc = amax / 448.f;
+        pack_x<K>(v, xw, amax > 0.f ? 448.f / amax : 0.f);
+        tok_scale[0] = __shfl_sync(0xffffffffu, sc, (2 * p) * 4);
+        tok_scale[1] = __shfl_sync(0xffffffffu, sc, (2 * p + 1) * 4);
+      } else {
+        pack_x<K>(v, xw, 1.f);
+      }
+      if (kNative || (kFp8 && a.chunk_scales)) {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          float t[4] = {0.f, 0.f, 0.f, 0.f};
+          chunk_mma<K>(t, wv[mt][0], wv[mt][1], xw);
+          const float ws = a.chunk_scales ? __ldg(tile_scales[mt] + static_cast<uint32_t>(c * 64) /
+                                                                       static_cast<uint32_t>(a.block_cols))
+                                          : 1.f;
+          acc[mt][0] = fmaf(t[0], ws * tok_scale[0], acc[mt][0]);
+          acc[mt][1] = fmaf(t[1], ws * tok_scale[1], acc[mt][1]);
+          acc[mt][2] = fmaf(t[2], ws * tok_scale[0], acc[mt][2]);
+          acc[mt][3] = fmaf(t[3], ws * tok_scale[1], acc[mt][3]);
+        }
+      } else {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) chunk_mma<K>(acc[mt], wv[mt][0], wv[mt][1], xw);
+      }
+    }
+    // Sum the warps of this unit (the ring keeps loading the next unit meanwhile).
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) red[warp][mt][j][lane] = acc[mt][j];
+    __syncthreads();
+    for (int i = tid; i < MT * 128; i += T) {
+      const int mt = i >> 7, r = (i >> 3) & 15, t = i & 7;
+      const int64_t row = row0 + 16 * mt + r;
+      if (t >= a.n || row >= a.n_rows) continue;
+      const int src = (r & 7) * 4 + (t >> 1), j = (r >> 3) * 2 + (t & 1);
+      float s = 0.f;
+#pragma unroll
+      for (int w = 0; w < W; ++w) s += red[w][mt][j][src];
+      if constexpr (kFp8) {
+        if (!a.chunk_scales) s *= __ldg(a.scales + (row / a.block_rows) * a.scale_cols);
+        s *= a.unscale;
+      }
+      float* out = a.y + t * a.ldy + row;
+      *out = a.accumulate ? *out + s : s;
+    }
+    __syncthreads();
+  }
+  detail::cp_async_wait<0>();
+#else
+  __trap();
+#endif
+}
+
 // Benchmark knobs, read at each launch (eager benchmarks flip them between calls):
 // DUET_MATVEC_MMA_MT=1|2 forces the tiles per CTA; DUET_MATVEC_MMA_CFG=0..3 picks (warps per CTA,
 // chunks in flight per warp): 0 (8, 2 or 4 by MT: the default), 1 (4, 4), 2 (8, 4), 3 (16, 2).
@@ -395,8 +564,58 @@ double wave_fill(const MvArgs& a) {
   return waves / std::ceil(waves);
 }
 
+// The streaming kernel with D ring slots: grid = its resident CTAs (occupancy x SMs, found once
+// per instance), at most one per unit.
+template <MatvecMmaKind K, int MT, int W, int D>
+void launch_stream_cfg(const MvArgs& a, bool pdl, cudaStream_t s) {
+  constexpr size_t kSmem = size_t{D} * 2 * MT * W * 32 * 16;
+  static const int per_sm = [] {
+    DUET_CUDA_CHECK(cudaFuncSetAttribute(matvec_mma_stream_kernel<K, MT, W, D>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem)));
+    int n = 0;
+    DUET_CUDA_CHECK(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, matvec_mma_stream_kernel<K, MT, W, D>, W * 32, kSmem));
+    return n > 0 ? n : 1;
+  }();
+  const int64_t units = (a.n_rows + 16 * MT - 1) / (16 * MT);
+  const int64_t grid = std::min<int64_t>(units, int64_t{per_sm} * detail::current_sm_count());
+  detail::launch_maybe_pdl(matvec_mma_stream_kernel<K, MT, W, D>, dim3(static_cast<unsigned>(grid)), dim3(W * 32),
+                           kSmem, s, pdl, a, units);
+}
+
+// (warps per CTA, ring slots) by DUET_MATVEC_STREAM_CFG=0..4 (benchmark knob; the slots halve at
+// MT 2, so that the ring's bytes stay the same): 0 (8, 8), 1 (4, 16), 2 (8, 12), 3 (16, 6), 4 (8, 4).
+// Unset, the launcher's choice from the H200 sweep (2026-12-01, n = 1, % of 4.3 TB/s against the
+// classic kernel's): two tiles per unit everywhere; 16 warps and 3 slots (cfg 3) for matrices of
+// fewer than two units an SM and for F16/BF16 (FP8 weight-only 3584 x 3584 52.9 against 47.6,
+// 3584 x 18944 75.0 against 61.5; BF16 at n = 2 72-95% against 58-87%), 8 warps and 4 slots
+// (cfg 4) for the taller FP8 matrices (18944 x 3584 74.5 against 65.5, 152064 x 3584 90.1 against
+// 88.9; 16 warps there: 63.6 and 70.0).
+template <MatvecMmaKind K, int MT>
+void launch_stream_mt(const MvArgs& a, int cfg, bool pdl, cudaStream_t s) {
+  switch (cfg) {
+    case 0: return launch_stream_cfg<K, MT, 8, 8 / MT>(a, pdl, s);
+    case 1: return launch_stream_cfg<K, MT, 4, 16 / MT>(a, pdl, s);
+    case 2: return launch_stream_cfg<K, MT, 8, 12 / MT>(a, pdl, s);
+    case 3: return launch_stream_cfg<K, MT, 16, 6 / MT>(a, pdl, s);
+    default: return launch_stream_cfg<K, MT, 8, 4>(a, pdl, s);
+  }
+}
+
 template <MatvecMmaKind K>
 void launch_kind(const MvArgs& a, bool pdl, cudaStream_t s) {
+  if (env_int("DUET_MATVEC_STREAM", 0, 1) != 0) {
+    int mt = 2;
+    if (const int f = env_int("DUET_MATVEC_MMA_MT", 1, 2); f > 0) mt = f;
+    int cfg = env_int("DUET_MATVEC_STREAM_CFG", 0, 4);
+    if (cfg < 0) {
+      const bool short_matrix = (a.n_rows + 31) / 32 < 2 * static_cast<int64_t>(detail::current_sm_count());
+      cfg = short_matrix || K == MatvecMmaKind::kF16 || K == MatvecMmaKind::kBf16 ? 3 : 4;
+    }
+    if (mt == 2) launch_stream_mt<K, 2>(a, cfg, pdl, s);
+    else launch_stream_mt<K, 1>(a, cfg, pdl, s);
+    return;
+  }
   // Two tiles per CTA (activation fragments shared by 32 rows) unless one tile per CTA fills the
   // last wave of CTAs clearly better (the 3584-4608-row matrices of 7B models).
   int mt = wave_fill<K, 1>(a) > wave_fill<K, 2>(a) + 0.1 ? 1 : 2;

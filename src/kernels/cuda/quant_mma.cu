@@ -15,12 +15,18 @@
 #include <string>
 
 #include "base/check.h"
+#include "kernels/cuda/common.cuh"
 #include "kernels/cuda/quant_mma.h"
 #include "kernels/cuda/quant_types.cuh"
 #include "runtime/cuda_check.h"
 
 namespace duet::cuda::kernels {
 namespace {
+
+using detail::cp_async16;
+using detail::cp_async4;
+using detail::cp_async_commit;
+using detail::cp_async_wait;
 
 constexpr int kSbCols = 256;             // columns of one stage: one K-quant super-block
 constexpr int kXChunks = kSbCols / 8;    // 16-byte chunks of one activation row of a stage
@@ -106,24 +112,6 @@ __device__ __forceinline__ int x_swizzle(int t, int q) {
 // and 1 with bit 3 of c and the row's parity gives the 8 lanes of a quarter warp 8 bank groups.
 __device__ __forceinline__ int q8_chunk(int r, int c) {
   return c ^ (((c >> 3) & 1) | ((r & 1) << 1));
-}
-
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_bytes) {
-  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(src_bytes)
-               : "memory");
-}
-__device__ __forceinline__ void cp_async4(void* dst, const void* src, int src_bytes) {
-  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(src_bytes)
-               : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
 __device__ __forceinline__ uint32_t h2_bits(__half2 h) {
