@@ -138,6 +138,16 @@ bool fp8_norm_producer() {
   return on;
 }
 
+// Batches of 9-64 rows on the quantized tensor-core kernel: the RMSNorms and the gated activation
+// write the products' F16 input themselves (launch_rms_norm_f16, launch_gated_activation_f16;
+// MatmulContext::f16_input), the norms zeroing the q/k/v and gate/up outputs the kernel adds into,
+// so that no conversion launch runs before those products. DUET_F16_PRODUCERS=0 turns it off (A/B
+// knob, read once).
+bool f16_producers() {
+  static const bool on = env_flag("DUET_F16_PRODUCERS", true);
+  return on;
+}
+
 // Native FP8 prompts: the down product adds into the residual stream in cuBLASLt's epilogue
 // (matmul_fp8_rows(.., accumulate)) instead of writing O for a separate add (ncu, qwen2-7b
 // 512-token FP8 prompt: the add kernel took 9 us a layer). DUET_FP8_DOWN_ACC=0 turns it off
@@ -322,8 +332,19 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
   // Native FP8 prompts: the norm writes the E4M3 rows of the fused q/k/v product's input.
   const bool qkv_fp8 = !qkv_q8 && L.fused_qkv && d > 1024 && d <= kRmsNormFp8MaxCols && fp8_norm_producer() &&
                        mm->takes_fp8_rows(L.wqkv.m, n);
+  // Batches of 9-64 rows on the quantized tensor-core kernel: the norm writes the q/k/v products'
+  // F16 input and zeroes their output rows (all of [q | k | v]), and the products add into them.
+  const bool qkv_f16 =
+      !qkv_q8 && f16_producers() && d > 1024 && d <= kRmsNormF16MaxCols &&
+      (L.fused_qkv  ? mm->takes_f16(L.wqkv.m, n)
+       : L.fused_qk ? mm->takes_f16(L.wqk.m, n) && mm->takes_f16(L.wv.m, n)
+                    : mm->takes_f16(L.wq.m, n) && mm->takes_f16(L.wk.m, n) && mm->takes_f16(L.wv.m, n));
   if (qkv_q8) {
     launch_rms_norm_q8(X, d, fptr(L.attn_norm), hp.rms_eps, d, n, q8.q, q8.m, pdl, s);
+  } else if (qkv_f16) {
+    const MatmulContext::F16Input h = mm->f16_input(L.fused_qkv ? L.wqkv.m : L.fused_qk ? L.wqk.m : L.wq.m);
+    launch_rms_norm_f16(X, nullptr, fptr(L.attn_norm), hp.rms_eps, d, n, h.h, h.ld, qkv.as<float>(), qd + 2 * kvd,
+                        qd + 2 * kvd, s, pdl);
   } else if (qkv_fp8) {
     const MatmulContext::Fp8RowsInput f8 = mm->fp8_rows_input(L.wqkv.m);
     launch_rms_norm_fp8_rows(X, nullptr, fptr(L.attn_norm), hp.rms_eps, d, n, f8.q, f8.ld, f8.scales, s, pdl);
@@ -336,7 +357,18 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
   float* Q = qkv.as<float>();
   float* K = Q + qd;
   float* V = K + kvd;
-  if (L.fused_qkv) {
+  if (qkv_f16) {
+    if (L.fused_qkv) {
+      mm->matmul_f16(L.wqkv.m, n, Q, ldq, s);
+    } else if (L.fused_qk) {
+      mm->matmul_f16(L.wqk.m, n, Q, ldq, s);
+      mm->matmul_f16(L.wv.m, n, V, ldq, s);
+    } else {
+      mm->matmul_f16(L.wq.m, n, Q, ldq, s);
+      mm->matmul_f16(L.wk.m, n, K, ldq, s);
+      mm->matmul_f16(L.wv.m, n, V, ldq, s);
+    }
+  } else if (L.fused_qkv) {
     if (!qkv_fp8 || !mm->matmul_fp8_rows(L.wqkv.m, n, Q, ldq, s)) {
       if (qkv_fp8) launch_rms_norm(X, d, fptr(L.attn_norm), hp.rms_eps, d, n, XN, d, s);  // cuBLASLt declined
       product(L.wqkv.m, qkv_q8, XN, d, Q, ldq, false);
@@ -389,15 +421,25 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
   }
   mark("attention");
 
-  bool ffn_q8 = false, gu_fp8 = false;
+  bool ffn_q8 = false, gu_fp8 = false, gu_f16 = false;
   const bool gu_takes_q8 = L.fused_gu ? mm->takes_q8(L.wgu.m, n) : mm->takes_q8(L.w_gate.m, n) && mm->takes_q8(L.w_up.m, n);
   if (fuse_res) {
     if (o_q8) mm->matmul_q8(L.wo.m, n, X, d, s, /*accumulate=*/true);  // x += o
     else mm->matmul(L.wo.m, A, qd, n, X, d, s, /*accumulate=*/true);
     mark("matmul o");
     ffn_q8 = gu_takes_q8 && norm_q8_ok;
-    if (ffn_q8) launch_rms_norm_q8(X, d, fptr(L.ffn_norm), hp.rms_eps, d, n, q8.q, q8.m, pdl, s);
-    else launch_rms_norm(X, d, fptr(L.ffn_norm), hp.rms_eps, d, n, XN, d, s, pdl);
+    // Batches of 9-64 rows: the F16 input of the fused gate/up product, its output zeroed.
+    gu_f16 = !ffn_q8 && L.fused_gu && f16_producers() && d > 1024 && d <= kRmsNormF16MaxCols &&
+             mm->takes_f16(L.wgu.m, n);
+    if (ffn_q8) {
+      launch_rms_norm_q8(X, d, fptr(L.ffn_norm), hp.rms_eps, d, n, q8.q, q8.m, pdl, s);
+    } else if (gu_f16) {
+      const MatmulContext::F16Input h = mm->f16_input(L.wgu.m);
+      launch_rms_norm_f16(X, nullptr, fptr(L.ffn_norm), hp.rms_eps, d, n, h.h, h.ld, gu.as<float>(), 2 * ff, 2 * ff,
+                          s, pdl);
+    } else {
+      launch_rms_norm(X, d, fptr(L.ffn_norm), hp.rms_eps, d, n, XN, d, s, pdl);
+    }
   } else {
     if (o_q8) mm->matmul_q8(L.wo.m, n, O, d, s);
     else mm->matmul(L.wo.m, A, qd, n, O, d, s);
@@ -416,7 +458,9 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
   int64_t ldi = ff;
   if (L.fused_gu) {
     float* GU = gu.as<float>();
-    if (!gu_fp8 || !mm->matmul_fp8_rows(L.wgu.m, n, GU, 2 * ff, s)) {
+    if (gu_f16) {
+      mm->matmul_f16(L.wgu.m, n, GU, 2 * ff, s);
+    } else if (!gu_fp8 || !mm->matmul_fp8_rows(L.wgu.m, n, GU, 2 * ff, s)) {
       if (gu_fp8) launch_rms_norm(X, d, fptr(L.ffn_norm), hp.rms_eps, d, n, XN, d, s);  // cuBLASLt declined; x has o
       product(L.wgu.m, ffn_q8, XN, d, GU, 2 * ff, false);
     }
@@ -427,10 +471,16 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
   }
   mark("matmul gate+up");
   const bool down_q8 = mm->takes_q8(L.w_down.m, n);
+  // Batches of 9-64 rows: the activation writes the down product's F16 input (the product then
+  // adds into the residual stream).
+  const bool down_f16 = !down_q8 && fuse_res && f16_producers() && mm->takes_f16(L.w_down.m, n);
   // Native FP8 prompts: the activation writes the E4M3 rows of the down product's input.
   const bool down_fp8 = !down_q8 && ff <= kGatedFp8MaxCols && mm->takes_fp8_rows(L.w_down.m, n);
   if (down_q8) {
     launch_gated_activation_q8(tr.act, gelu, gate_in, up_in, ldi, n, ff, q8.q, q8.m, pdl, s);
+  } else if (down_f16) {
+    const MatmulContext::F16Input h = mm->f16_input(L.w_down.m);
+    launch_gated_activation_f16(tr.act, gelu, gate_in, up_in, ldi, n, ff, h.h, h.ld, s);
   } else if (down_fp8) {
     const MatmulContext::Fp8RowsInput f8 = mm->fp8_rows_input(L.w_down.m);
     launch_gated_activation_fp8_rows(tr.act, gelu, gate_in, up_in, ldi, n, ff, f8.q, f8.ld, f8.scales, s);
@@ -438,7 +488,10 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
     launch_gated_activation_rows(tr.act, gelu, gate_in, up_in, ldi, n, ff, G, ff, s);
   }
   mark("activation");
-  if (fuse_res) {
+  if (down_f16) {
+    mm->matmul_f16(L.w_down.m, n, X, d, s);  // x += down
+    mark("matmul down");
+  } else if (fuse_res) {
     product(L.w_down.m, down_q8, G, ff, X, d, true);  // x += down
     mark("matmul down");
   } else if (down_fp8 && !tr.post_norms && fp8_down_accumulates() &&

@@ -292,6 +292,20 @@ TEST_P(MatmulParity, MatchesCpuReference) {
           EXPECT_LE(rel2, tol.norm) << c.name << " " << p.name << " accumulate n=" << n;
           EXPECT_LE(worst2, tol.elem) << c.name << " " << p.name << " accumulate n=" << n;
         }
+        if (ctx.takes_f16(wr->m, n)) {
+          // From F16 rows a producer wrote into f16_input() (here the conversion the context
+          // itself runs), into a zeroed y: the product within the same bounds.
+          const MatmulContext::F16Input h = ctx.f16_input(wr->m);
+          kernels::launch_convert_act(dx, ldx, n, cols, h.h, h.ld, false, stream);
+          ASSERT_EQ(cudaMemsetAsync(dy, 0, static_cast<size_t>(max_n) * ldy * 4, stream), cudaSuccess);
+          ctx.matmul_f16(wr->m, n, dy, ldy, stream);
+          ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+          std::vector<float> y3(static_cast<size_t>(n) * ldy);
+          ASSERT_EQ(cudaMemcpy(y3.data(), dy, y3.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+          const auto [rel3, worst3] = product_errors(y3, ldy, yref, l1, n, rows);
+          EXPECT_LE(rel3, tol.norm) << c.name << " " << p.name << " matmul_f16 n=" << n;
+          EXPECT_LE(worst3, tol.elem) << c.name << " " << p.name << " matmul_f16 n=" << n;
+        }
         if (MatmulContext::can_accumulate(n)) {
           // The accumulating product (the fused residual add) adds the same sum again: y + y, exact.
           std::vector<float> y2(static_cast<size_t>(n) * ldy);

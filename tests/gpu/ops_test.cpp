@@ -2,6 +2,7 @@
 // parity table of op x dtype x shape with per-op error bounds (justified at each bound), kv_write
 // byte-exactness against the CPU cache layout, argmax exactness, and the GPU sampler's greedy
 // identity, kept sets and distribution. Needs a CUDA device; fails without one.
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -409,6 +410,39 @@ TEST_F(GpuOps, RmsNormFp8Rows) {
   }
 }
 
+// The F16 rows a batched-decode product's input takes (launch_rms_norm_f16) against
+// launch_rms_norm / launch_add_rms_norm followed by kernels::launch_convert_act: bit-exact halves
+// (same block shape, so the same sums; the same float-to-half rounding), the row padding zero, x
+// updated as launch_add_rms_norm updates it, and the product's output rows zeroed up to z_rows
+// (the columns past them untouched).
+TEST_F(GpuOps, RmsNormF16) {
+  for (int64_t n : {int64_t{3584}, int64_t{2056}, kRmsNormF16MaxCols}) {
+    for (int rows : {9, 64}) {
+      for (bool with_res : {false, true}) {
+        std::vector<float> x = randn(rows * n, 2.0f, 51), r = randn(rows * n, 1.0f, 52), w = randn(n, 1.0f, 53);
+        const int64_t ldh = (n + 15) / 16 * 16 + 16, z_rows = 1000, ldz = z_rows + 7;
+        Dev<float> dx_ref(x), dx(x), dr(r), dw(w), dy(rows * n);
+        Dev<float> dz(std::vector<float>(rows * ldz, 5.0f));
+        Dev<__half> h_ref(rows * ldh), h_got(rows * ldh);
+        if (with_res) launch_add_rms_norm(dx_ref.p, dr.p, dw.p, 1e-6f, n, rows, dy.p, nullptr);
+        else launch_rms_norm(dx_ref.p, n, dw.p, 1e-6f, n, rows, dy.p, n, nullptr);
+        kernels::launch_convert_act(dy.p, n, rows, n, h_ref.p, ldh, false, nullptr);
+        launch_rms_norm_f16(dx.p, with_res ? dr.p : nullptr, dw.p, 1e-6f, n, rows, h_got.p, ldh, dz.p, ldz, z_rows,
+                            nullptr);
+        const std::vector<__half> hr = h_ref.get(), hg = h_got.get();
+        const std::vector<float> xr = dx_ref.get(), xg = dx.get(), z = dz.get();
+        int64_t bad = 0;
+        for (size_t i = 0; i < hr.size(); ++i) bad += std::memcmp(&hr[i], &hg[i], 2) != 0;
+        bad += std::memcmp(xr.data(), xg.data(), xr.size() * 4) != 0;
+        for (int k = 0; k < rows; ++k)
+          for (int64_t c = 0; c < ldz; ++c) bad += z[k * ldz + c] != (c < z_rows ? 0.0f : 5.0f);
+        report(std::string("rms_norm_f16") + (with_res ? " + res" : ""),
+               "n " + std::to_string(n) + " rows " + std::to_string(rows), 0, 0, bad);
+      }
+    }
+  }
+}
+
 // Gated activation over the rows of a fused [gate | up] product: the same element values as the
 // contiguous launch (bit-exact, the CPU-tail rule included; 37 columns take the scalar path of
 // the row kernel, the others its float4 path), and the int8 and E4M3-row forms equal to
@@ -444,6 +478,22 @@ TEST_F(GpuOps, GatedActivationRowsAndQ8) {
         for (size_t i = 0; i < fr.size(); ++i) bad8 += fr[i] != fg[i];
         for (int r = 0; r < rows; ++r) bad8 += std::memcmp(&sr[r], &sg[r], 4) != 0;
         report("gated_activation_fp8_rows " + name, shape, 0, 0, bad8);
+        // F16 rows (a batched-decode product's input): the float values rounded as
+        // kernels::launch_convert_act rounds them; the padding past n untouched.
+        const int64_t ldh = (n + 15) / 16 * 16;
+        Dev<__half> h_ref(rows * ldh), h_got(rows * ldh);
+        kernels::launch_convert_act(dg.p, n, rows, n, h_ref.p, ldh, false, nullptr);
+        DUET_CUDA_CHECK(cudaMemset(h_got.p, 0xff, rows * ldh * 2));
+        launch_gated_activation_f16(act, GeluMode::kF16Table, dgu.p, dgu.p + n, ldi, rows, n, h_got.p, ldh, nullptr);
+        const auto hr = h_ref.get(), hg = h_got.get();
+        int64_t bad16 = 0;
+        for (int r = 0; r < rows; ++r)
+          for (int64_t i = 0; i < ldh; ++i) {
+            const uint16_t ff = 0xffff;
+            bad16 += i < n ? std::memcmp(&hr[r * ldh + i], &hg[r * ldh + i], 2) != 0
+                           : std::memcmp(&hg[r * ldh + i], &ff, 2) != 0;
+          }
+        report("gated_activation_f16 " + name, shape, 0, 0, bad16);
         if (n % 32 != 0) continue;  // the int8 form takes whole 32-value groups
         kernels::launch_quantize_act_q8(dg.p, n, rows, n, dq_ref.p, reinterpret_cast<float4*>(dm_ref.p), false, nullptr);
         launch_gated_activation_q8(act, GeluMode::kF16Table, dgu.p, dgu.p + n, ldi, rows, n, dq.p,

@@ -11,6 +11,8 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
+#include <type_traits>
 
 #include "base/check.h"
 #include "base/env.h"
@@ -48,9 +50,10 @@ __device__ __forceinline__ float gated_value(int mode, float g, float u, bool ta
 // apart, out rows ldo apart (out may equal gate when ldo == ldi). n8: the whole tensor's
 // n_rows * n rounded down to 8 (the CPU's vectorised/tail split, see gated_value). Memory-bound:
 // 12 bytes per element.
-template <int V>
+// O: float, or __half (launch_gated_activation_f16: each value rounded to nearest, 8-byte stores).
+template <int V, typename O = float>
 __global__ void gated_activation_kernel(int mode, const float* gate, const float* up, int64_t ldi, int64_t n,
-                                        float* out, int64_t ldo, int64_t n_rows, int64_t n8) {
+                                        O* out, int64_t ldo, int64_t n_rows, int64_t n8) {
   for (int64_t r = blockIdx.y; r < n_rows; r += gridDim.y) {
     for (int64_t i = (static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x) * V; i < n;
          i += static_cast<int64_t>(gridDim.x) * kThreads * V) {
@@ -63,9 +66,21 @@ __global__ void gated_activation_kernel(int mode, const float* gate, const float
         o.y = gated_value(mode, g.y, u.y, e + 1 >= n8);
         o.z = gated_value(mode, g.z, u.z, e + 2 >= n8);
         o.w = gated_value(mode, g.w, u.w, e + 3 >= n8);
-        *reinterpret_cast<float4*>(out + r * ldo + i) = o;
+        if constexpr (std::is_same_v<O, __half>) {
+          const __half2 a = __floats2half2_rn(o.x, o.y), b = __floats2half2_rn(o.z, o.w);
+          uint2 bits;
+          memcpy(&bits.x, &a, 4);
+          memcpy(&bits.y, &b, 4);
+          *reinterpret_cast<uint2*>(out + r * ldo + i) = bits;
+        } else {
+          *reinterpret_cast<float4*>(out + r * ldo + i) = o;
+        }
       } else {
-        out[r * ldo + i] = gated_value(mode, gate[r * ldi + i], up[r * ldi + i], e >= n8);
+        const float o = gated_value(mode, gate[r * ldi + i], up[r * ldi + i], e >= n8);
+        if constexpr (std::is_same_v<O, __half>)
+          out[r * ldo + i] = __float2half_rn(o);
+        else
+          out[r * ldo + i] = o;
       }
     }
   }
@@ -180,6 +195,26 @@ void launch_gated_activation_rows(Activation act, GeluMode gelu, const float* ga
   const int64_t n8 = total & ~int64_t{7};
   if (vec) gated_activation_kernel<4><<<grid, kThreads, 0, stream>>>(mode_of(act, gelu), gate, up, ldi, n, out, ldo, n_rows, n8);
   else gated_activation_kernel<1><<<grid, kThreads, 0, stream>>>(mode_of(act, gelu), gate, up, ldi, n, out, ldo, n_rows, n8);
+  DUET_CUDA_CHECK_LAUNCH();
+}
+
+void launch_gated_activation_f16(Activation act, GeluMode gelu, const float* gate, const float* up, int64_t ldi,
+                                 int64_t n_rows, int64_t n, __half* out, int64_t ldo, cudaStream_t stream) {
+  const int64_t total = n_rows * n;
+  if (total <= 0) return;
+  const bool vec = n % 4 == 0 && ldi % 4 == 0 && ldo % 4 == 0 && reinterpret_cast<uintptr_t>(gate) % 16 == 0 &&
+                   reinterpret_cast<uintptr_t>(up) % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 8 == 0;
+  const int v = vec ? 4 : 1;
+  const int64_t col_blocks = (n + int64_t{kThreads} * v - 1) / (int64_t{kThreads} * v);
+  const dim3 grid(static_cast<unsigned>(std::min<int64_t>(col_blocks, 65535)),
+                  static_cast<unsigned>(std::min<int64_t>(n_rows, 65535)));
+  const int64_t n8 = total & ~int64_t{7};
+  if (vec)
+    gated_activation_kernel<4, __half><<<grid, kThreads, 0, stream>>>(mode_of(act, gelu), gate, up, ldi, n, out, ldo,
+                                                                       n_rows, n8);
+  else
+    gated_activation_kernel<1, __half><<<grid, kThreads, 0, stream>>>(mode_of(act, gelu), gate, up, ldi, n, out, ldo,
+                                                                       n_rows, n8);
   DUET_CUDA_CHECK_LAUNCH();
 }
 

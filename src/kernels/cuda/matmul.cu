@@ -565,6 +565,22 @@ bool MatmulContext::accumulates(const DeviceMatrix& w, int n_tokens) const {
   return can_accumulate(n_tokens) || (impl_->takes_mma(w, n_tokens) && mma_accumulates());
 }
 
+bool MatmulContext::takes_f16(const DeviceMatrix& w, int n_tokens) const {
+  const Impl& m = *impl_;
+  return m.takes_mma(w, n_tokens) && mma_accumulates() && n_tokens <= m.max_tokens && w.n_cols <= m.max_cols;
+}
+
+MatmulContext::F16Input MatmulContext::f16_input(const DeviceMatrix& w) const {
+  return F16Input{impl_->xh.as<__half>(), round_up(w.n_cols, 16)};
+}
+
+void MatmulContext::matmul_f16(const DeviceMatrix& w, int n_tokens, float* y, int64_t ldy, cudaStream_t stream) {
+  DUET_CHECK_MSG(takes_f16(w, n_tokens), "matmul_f16: no F16-input product for %d tokens of %s", n_tokens,
+                 std::string(dtype_name(w.dtype)).c_str());
+  kernels::launch_matmul_mma(w, impl_->xh.as<__half>(), round_up(w.n_cols, 16), n_tokens, y, ldy, stream,
+                             /*accumulate=*/true);
+}
+
 bool MatmulContext::takes_q8(const DeviceMatrix& w, int n_tokens) const {
   return can_accumulate(n_tokens) && kernels::is_block_quant(w.dtype) && w.n_cols % 32 == 0;
 }

@@ -11,6 +11,7 @@
 // so a decode step can be captured in a CUDA graph once reserve() has sized the workspace.
 #pragma once
 
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -69,6 +70,19 @@ class MatmulContext {
   // Q6_K wv): each exactly as matmul_q8 writes it. Returns false, launching nothing, otherwise.
   bool matmul_q8_pair(const DeviceMatrix& w1, float* y1, const DeviceMatrix& w2, float* y2, int64_t ldy, int n_tokens,
                       cudaStream_t stream);
+  // Batches of 9-64 rows on the quantized tensor-core kernel (kernels/cuda/quant_mma.h) read F16
+  // activations; a producer (launch_rms_norm_f16, launch_gated_activation_f16: ops.h) can write
+  // them into f16_input(w) directly, zeroing the product's output itself where the product is not
+  // to add into a live sum, and matmul_f16() then adds W x into y without converting again.
+  struct F16Input {
+    __half* h = nullptr;  // [n_tokens][ld]
+    int64_t ld = 0;       // row stride: n_cols rounded up to 16
+  };
+  // True when matmul(w, .., n_tokens, ..) would run that kernel (and may add into y).
+  bool takes_f16(const DeviceMatrix& w, int n_tokens) const;
+  F16Input f16_input(const DeviceMatrix& w) const;
+  // y += W x for the n_tokens rows a producer wrote into f16_input(w) (takes_f16(w, n_tokens)).
+  void matmul_f16(const DeviceMatrix& w, int n_tokens, float* y, int64_t ldy, cudaStream_t stream);
   // Native FP8 prompt products (cuBLASLt with per-token activation scales) read x as E4M3 rows,
   // one scale per row; a producer (launch_gated_activation_fp8_rows, ops.h) can write them into
   // fp8_rows_input(w) directly. takes_fp8_rows(w, n) says whether matmul() would quantize its

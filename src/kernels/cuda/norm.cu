@@ -2,6 +2,7 @@
 // squares is accumulated in double, like the CPU reference (kernels/cpu/norm.cpp), so results
 // match it to the last bit except for rare rounding of a differently ordered double sum.
 // Runs on the caller's stream; no allocation, no synchronisation.
+#include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
 #include "base/check.h"
@@ -66,16 +67,39 @@ __device__ __forceinline__ double block_sum_d(double v, double* red) {
   return red[0];
 }
 
-// F8 (launch_rms_norm_fp8_rows): instead of y, the row's values as E4M3 into q + r * ldq at the
-// scale amax / 448 (qscales[r]); n <= T * R (the values stay in registers).
+// Where rms_norm_block_kernel's row goes, by its mode M: 0 floats (y), 1 E4M3 rows (q, qscales),
+// 2 F16 rows (h; columns n .. ldh zeroed) and, in the same launch, z[r * ldz + c] = 0 for c < z_rows
+// (the zeroed output of the product that reads h: MatmulContext::f16_input).
+struct NormOut {
+  float* y = nullptr;
+  int64_t ldy = 0;
+  uint8_t* q = nullptr;
+  int64_t ldq = 0;
+  float* qscales = nullptr;
+  __half* h = nullptr;
+  int64_t ldh = 0;
+  float* z = nullptr;
+  int64_t ldz = 0;
+  int64_t z_rows = 0;
+};
+
+NormOut float_out(float* y, int64_t ldy) {
+  NormOut o;
+  o.y = y;
+  o.ldy = ldy;
+  return o;
+}
+
+// M = 1 (launch_rms_norm_fp8_rows): instead of y, the row's values as E4M3 into q + r * ldq at the
+// scale amax / 448 (qscales[r]); M = 2 (launch_rms_norm_f16): as F16 into h + r * ldh; both need
+// n <= T * R (the values stay in registers).
 // T threads per row and R values per thread in registers: (kNormBig, kNormRegs) for a few rows
 // (decode), (256, 16) for prompts, where 1024-thread blocks of ~4 values per thread spent their
 // time in the block reduction. Eager profile of a qwen2-7b 2048-token FP8 prompt on the H200
 // (2026-11-30): norms 2.9 ms per forward against 3.4 ms with the 1024-thread blocks.
-template <int T = kNormBig, int R = kNormRegs, bool F8 = false>
+template <int T = kNormBig, int R = kNormRegs, int M = 0>
 __global__ void __launch_bounds__(T) rms_norm_block_kernel(float* x, int64_t ldx, const float* res, const float* w,
-                                                           float eps, int64_t n, float* y, int64_t ldy, uint8_t* q,
-                                                           int64_t ldq, float* qscales) {
+                                                           float eps, int64_t n, NormOut o) {
   constexpr int kNormBig = T;
   constexpr int kNormRegs = R;
   detail::pdl_trigger();
@@ -93,7 +117,6 @@ __global__ void __launch_bounds__(T) rms_norm_block_kernel(float* x, int64_t ldx
   __shared__ double red[kNormBig / 32];
   const int64_t r = blockIdx.x;
   float* xr = x + r * ldx;
-  float* yr = y + r * ldy;
   float v[kNormRegs];
   double sum = 0;
 #pragma unroll
@@ -120,7 +143,7 @@ __global__ void __launch_bounds__(T) rms_norm_block_kernel(float* x, int64_t ldx
   }
   sum = block_sum_d<T>(sum, red);
   const float scale = 1.0f / sqrtf(static_cast<float>(sum / static_cast<double>(n)) + eps);
-  if constexpr (F8) {  // launch_quantize_act_fp8_rows' operations on the values below
+  if constexpr (M == 1) {  // launch_quantize_act_fp8_rows' operations on the values below
     __shared__ float redf[kNormBig / 32];
     float m = 0.f;
 #pragma unroll
@@ -131,9 +154,20 @@ __global__ void __launch_bounds__(T) rms_norm_block_kernel(float* x, int64_t ldx
         m = fmaxf(m, fabsf(v[k]));
       }
     }
-    detail::store_e4m3_row<kNormBig, kNormRegs>(v, m, n, q + r * ldq, ldq, qscales + r, redf);
+    detail::store_e4m3_row<kNormBig, kNormRegs>(v, m, n, o.q + r * o.ldq, o.ldq, o.qscales + r, redf);
+  } else if constexpr (M == 2) {  // the values launch_rms_norm writes, rounded as convert_act does
+    __half* hr = o.h + r * o.ldh;
+#pragma unroll
+    for (int k = 0; k < kNormRegs; ++k) {
+      const int64_t i = threadIdx.x + int64_t{k} * kNormBig;
+      if (i < n) hr[i] = __float2half_rn(w ? (v[k] * scale) * wv[k] : v[k] * scale);
+    }
+    for (int64_t i = n + threadIdx.x; i < o.ldh; i += kNormBig) hr[i] = __float2half_rn(0.f);
+    float* zr = o.z + r * o.ldz;
+    for (int64_t c = threadIdx.x; c < o.z_rows; c += kNormBig) zr[c] = 0.f;
   } else {
     // Each thread writes only the elements it read (y may equal x).
+    float* yr = o.y + r * o.ldy;
 #pragma unroll
     for (int k = 0; k < kNormRegs; ++k) {
       const int64_t i = threadIdx.x + int64_t{k} * kNormBig;
@@ -207,12 +241,12 @@ void launch_rms_norm(const float* x, int64_t ldx, const float* w, float eps, int
     // y may equal x: the block kernel reads x[i] before writing y[i] in the same thread.
     if (n_rows >= kNormManyRows)
       detail::launch_maybe_pdl(rms_norm_block_kernel<256, 16>, dim3(static_cast<unsigned>(n_rows)), dim3(256), 0, stream,
-                               pdl, const_cast<float*>(x), ldx, static_cast<const float*>(nullptr), w, eps, n, y, ldy,
-                               static_cast<uint8_t*>(nullptr), int64_t{0}, static_cast<float*>(nullptr));
+                               pdl, const_cast<float*>(x), ldx, static_cast<const float*>(nullptr), w, eps, n,
+                               float_out(y, ldy));
     else
       detail::launch_maybe_pdl(rms_norm_block_kernel<>, dim3(static_cast<unsigned>(n_rows)), dim3(kNormBig), 0, stream,
-                               pdl, const_cast<float*>(x), ldx, static_cast<const float*>(nullptr), w, eps, n, y, ldy,
-                               static_cast<uint8_t*>(nullptr), int64_t{0}, static_cast<float*>(nullptr));
+                               pdl, const_cast<float*>(x), ldx, static_cast<const float*>(nullptr), w, eps, n,
+                               float_out(y, ldy));
   }
 }
 
@@ -221,12 +255,10 @@ void launch_add_rms_norm(float* x, const float* res, const float* w, float eps, 
   if (n_rows <= 0 || n <= 0) return;
   if (n_rows >= kNormManyRows)
     detail::launch_maybe_pdl(rms_norm_block_kernel<256, 16>, dim3(static_cast<unsigned>(n_rows)), dim3(256), 0, stream,
-                             pdl, x, n, res, w, eps, n, y, n, static_cast<uint8_t*>(nullptr), int64_t{0},
-                             static_cast<float*>(nullptr));
+                             pdl, x, n, res, w, eps, n, float_out(y, n));
   else
     detail::launch_maybe_pdl(rms_norm_block_kernel<>, dim3(static_cast<unsigned>(n_rows)), dim3(kNormBig), 0, stream,
-                             pdl, x, n, res, w, eps, n, y, n, static_cast<uint8_t*>(nullptr), int64_t{0},
-                             static_cast<float*>(nullptr));
+                             pdl, x, n, res, w, eps, n, float_out(y, n));
 }
 
 void launch_rms_norm_fp8_rows(float* x, const float* res, const float* w, float eps, int64_t n, int64_t n_rows,
@@ -236,14 +268,35 @@ void launch_rms_norm_fp8_rows(float* x, const float* res, const float* w, float 
                  static_cast<long long>(n), static_cast<long long>(kRmsNormFp8MaxCols));
   // The block shape launch_rms_norm / launch_add_rms_norm pick for these rows (the same sums).
   static_assert(kRmsNormFp8MaxCols <= 256 * 16 && kRmsNormFp8MaxCols <= kNormBig * kNormRegs);
+  NormOut o;
+  o.q = q;
+  o.ldq = ldq;
+  o.qscales = scales;
   if (n_rows >= kNormManyRows)
-    detail::launch_maybe_pdl(rms_norm_block_kernel<256, 16, true>, dim3(static_cast<unsigned>(n_rows)), dim3(256), 0,
-                             stream, pdl, x, n, res, w, eps, n, static_cast<float*>(nullptr), int64_t{0}, q, ldq,
-                             scales);
+    detail::launch_maybe_pdl(rms_norm_block_kernel<256, 16, 1>, dim3(static_cast<unsigned>(n_rows)), dim3(256), 0,
+                             stream, pdl, x, n, res, w, eps, n, o);
   else
-    detail::launch_maybe_pdl(rms_norm_block_kernel<kNormBig, kNormRegs, true>, dim3(static_cast<unsigned>(n_rows)),
-                             dim3(kNormBig), 0, stream, pdl, x, n, res, w, eps, n, static_cast<float*>(nullptr),
-                             int64_t{0}, q, ldq, scales);
+    detail::launch_maybe_pdl(rms_norm_block_kernel<kNormBig, kNormRegs, 1>, dim3(static_cast<unsigned>(n_rows)),
+                             dim3(kNormBig), 0, stream, pdl, x, n, res, w, eps, n, o);
+}
+
+void launch_rms_norm_f16(float* x, const float* res, const float* w, float eps, int64_t n, int64_t n_rows,
+                         __half* h, int64_t ldh, float* z, int64_t ldz, int64_t z_rows, cudaStream_t stream, bool pdl) {
+  if (n_rows <= 0 || n <= 0) return;
+  DUET_CHECK_MSG(n > 1024 && n <= kRmsNormF16MaxCols && ldh >= n && n_rows < kNormManyRows,
+                 "rms_norm_f16: %lld values per row (1025-%lld) in %lld rows (< %lld)", static_cast<long long>(n),
+                 static_cast<long long>(kRmsNormF16MaxCols), static_cast<long long>(n_rows),
+                 static_cast<long long>(kNormManyRows));
+  // The block shape launch_rms_norm / launch_add_rms_norm pick for these rows (the same sums).
+  static_assert(kRmsNormF16MaxCols <= kNormBig * kNormRegs);
+  NormOut o;
+  o.h = h;
+  o.ldh = ldh;
+  o.z = z;
+  o.ldz = ldz;
+  o.z_rows = z_rows;
+  detail::launch_maybe_pdl(rms_norm_block_kernel<kNormBig, kNormRegs, 2>, dim3(static_cast<unsigned>(n_rows)),
+                           dim3(kNormBig), 0, stream, pdl, x, n, res, w, eps, n, o);
 }
 
 }  // namespace duet::cuda

@@ -5,6 +5,7 @@
 // inputs; at decode sizes they are launch-latency bound (hence CUDA graphs).
 #pragma once
 
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -83,6 +84,17 @@ void launch_rms_norm_q8(const float* x, int64_t ldx, const float* w, float eps, 
 constexpr int64_t kRmsNormFp8MaxCols = 4096;
 void launch_rms_norm_fp8_rows(float* x, const float* res, const float* w, float eps, int64_t n, int64_t n_rows,
                               uint8_t* q, int64_t ldq, float* scales, cudaStream_t stream, bool pdl = false);
+// For a batched-decode product on the quantized tensor-core kernel (MatmulContext::f16_input):
+// with res, first x += res (as launch_rms_norm_fp8_rows), then row r of rms_norm(x) * w as F16 at
+// h + r * ldh (zero from n to ldh): what kernels::launch_convert_act makes of launch_rms_norm's
+// (or launch_add_rms_norm's) output, bit for bit, without the float rows; and, in the same launch,
+// z[r * ldz + c] = 0 for c < z_rows (the product's output, which the kernel adds into). Rows of x
+// contiguous (ld = n); 1024 < n <= kRmsNormF16MaxCols and n_rows < 256 (the block shape of those
+// launchers, so the same sums); one block per row.
+constexpr int64_t kRmsNormF16MaxCols = 8192;
+void launch_rms_norm_f16(float* x, const float* res, const float* w, float eps, int64_t n, int64_t n_rows,
+                         __half* h, int64_t ldh, float* z, int64_t ldz, int64_t z_rows, cudaStream_t stream,
+                         bool pdl = false);
 
 // Gated activation over rows: out[r * ldo + i] = act(gate[r * ldi + i]) * up[r * ldi + i], i < n,
 // r < n_rows (gate and up may be the two halves of one fused [gate | up] product row). The same
@@ -93,6 +105,11 @@ void launch_gated_activation_rows(Activation act, GeluMode gelu, const float* ga
 // (n % 32 == 0). One warp per 32 values.
 void launch_gated_activation_q8(Activation act, GeluMode gelu, const float* gate, const float* up, int64_t ldi,
                                 int64_t n_rows, int64_t n, int8_t* xq, float4* xm, bool pdl, cudaStream_t stream);
+// The same values as F16 for a batched-decode product on the quantized tensor-core kernel
+// (MatmulContext::f16_input): row r at out + r * ldo, rounded as kernels::launch_convert_act
+// rounds launch_gated_activation_rows' output (columns n .. ldo untouched: that kernel reads n).
+void launch_gated_activation_f16(Activation act, GeluMode gelu, const float* gate, const float* up, int64_t ldi,
+                                 int64_t n_rows, int64_t n, __half* out, int64_t ldo, cudaStream_t stream);
 
 // The same values as E4M3 for a native FP8 prompt product (MatmulContext::fp8_rows_input): row r
 // at out + r * ldo (zero from n to ldo) scaled by scales[r] = amax(row) / 448, byte for byte what
