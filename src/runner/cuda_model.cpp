@@ -303,6 +303,32 @@ struct CudaModel::Impl {
                     const std::vector<std::pair<int, int>>& out_runs);
 };
 
+// DUET_DBG_SKIP (benchmarking only: the results are wrong): a comma-separated list of decode-layer
+// launches to leave out, to measure what each costs inside the captured step (duet bench with and
+// without it): attn_norm, ffn_norm, rope (q/k/v bias, RoPE and the K/V cache write), attention,
+// activation. Read once; CudaModel's load warns when it is set.
+constexpr unsigned kSkipAttnNorm = 1, kSkipFfnNorm = 2, kSkipRope = 4, kSkipAttention = 8, kSkipActivation = 16;
+static unsigned dbg_skip_mask() {
+  static const unsigned mask = [] {
+    const char* e = std::getenv("DUET_DBG_SKIP");
+    unsigned m = 0;
+    std::string list = e ? e : "";
+    size_t pos = 0;
+    while (pos <= list.size() && !list.empty()) {
+      const size_t end = std::min(list.find(',', pos), list.size());
+      const std::string tok = list.substr(pos, end - pos);
+      if (tok == "attn_norm") m |= kSkipAttnNorm;
+      else if (tok == "ffn_norm") m |= kSkipFfnNorm;
+      else if (tok == "rope") m |= kSkipRope;
+      else if (tok == "attention") m |= kSkipAttention;
+      else if (tok == "activation") m |= kSkipActivation;
+      pos = end + 1;
+    }
+    return m;
+  }();
+  return mask;
+}
+
 void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab) {
   const HParams& hp = w.hp;
   const DeviceLayer& L = layers[il];
@@ -339,7 +365,9 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
       (L.fused_qkv  ? mm->takes_f16(L.wqkv.m, n)
        : L.fused_qk ? mm->takes_f16(L.wqk.m, n) && mm->takes_f16(L.wv.m, n)
                     : mm->takes_f16(L.wq.m, n) && mm->takes_f16(L.wk.m, n) && mm->takes_f16(L.wv.m, n));
-  if (qkv_q8) {
+  auto skip = [](unsigned bit) { return (dbg_skip_mask() & bit) != 0; };
+  if (skip(kSkipAttnNorm)) {
+  } else if (qkv_q8) {
     launch_rms_norm_q8(X, d, fptr(L.attn_norm), hp.rms_eps, d, n, q8.q, q8.m, pdl, s);
   } else if (qkv_f16) {
     const MatmulContext::F16Input h = mm->f16_input(L.fused_qkv ? L.wqkv.m : L.fused_qk ? L.wqk.m : L.wq.m);
@@ -403,14 +431,15 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
   rp.q_out = padded ? qp.as<float>() : Q;
   rp.ldq_out = padded ? nh * attn_hd : ldq;
   rp.q_head_stride = padded ? attn_hd : int(hd);
-  launch_qkv_rope_cache(rp, kv, ab, pdl, s);
+  if (!skip(kSkipRope)) launch_qkv_rope_cache(rp, kv, ab, pdl, s);
   mark("bias/qk-norm/rope/kv write");
   const float score_scale = tr.q_prescale ? 1.0f : 1.0f / std::sqrt(float(hd));
   const int window = swa && hp.sliding_window > 0 ? int(hp.sliding_window) : 0;
   // Block-quantized o weights in decode batches: attention writes the product's int8 input
   // itself (the merge of split contexts quantizes; no quantizer launch of the product's own).
   const bool o_q8 = attention_writes_q8() && !padded && ab.max_seq_tokens <= 1 && mm->takes_q8(L.wo.m, n);
-  if (!padded) {
+  if (skip(kSkipAttention)) {
+  } else if (!padded) {
     // Decode attention is launched programmatically on sm_90 (attention.cu, use_decode_pdl).
     launch_attention(kv, ab, Q, ldq, int(nh), score_scale, window, A, qd, s,
                      o_q8 ? AttentionQ8Out{q8.q, q8.m} : AttentionQ8Out{});
@@ -431,7 +460,8 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
     // Batches of 9-64 rows: the F16 input of the fused gate/up product, its output zeroed.
     gu_f16 = !ffn_q8 && L.fused_gu && f16_producers() && d > 1024 && d <= kRmsNormF16MaxCols &&
              mm->takes_f16(L.wgu.m, n);
-    if (ffn_q8) {
+    if (skip(kSkipFfnNorm)) {
+    } else if (ffn_q8) {
       launch_rms_norm_q8(X, d, fptr(L.ffn_norm), hp.rms_eps, d, n, q8.q, q8.m, pdl, s);
     } else if (gu_f16) {
       const MatmulContext::F16Input h = mm->f16_input(L.wgu.m);
@@ -476,7 +506,8 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
   const bool down_f16 = !down_q8 && fuse_res && f16_producers() && mm->takes_f16(L.w_down.m, n);
   // Native FP8 prompts: the activation writes the E4M3 rows of the down product's input.
   const bool down_fp8 = !down_q8 && ff <= kGatedFp8MaxCols && mm->takes_fp8_rows(L.w_down.m, n);
-  if (down_q8) {
+  if (skip(kSkipActivation)) {
+  } else if (down_q8) {
     launch_gated_activation_q8(tr.act, gelu, gate_in, up_in, ldi, n, ff, q8.q, q8.m, pdl, s);
   } else if (down_f16) {
     const MatmulContext::F16Input h = mm->f16_input(L.w_down.m);
@@ -685,6 +716,8 @@ Result<std::unique_ptr<CudaModel>> CudaModel::create(ModelWeights weights, const
     DUET_CUDA_CHECK(cudaMemsetAsync(D.v_cache.data(), 0, kv_layer_bytes, m.stream));
     if (opt.verbose) std::fprintf(stderr, "\rduet: uploading weights to %s: layer %u/%u", m.dev.name.c_str(), il + 1, hp.n_layers);
   }
+  if (dbg_skip_mask() != 0)
+    std::fprintf(stderr, "duet: warning: DUET_DBG_SKIP is set: decode steps leave kernels out, results are wrong\n");
   if (opt.verbose)
     std::fprintf(stderr, "\rduet: %s: weights %.1f MiB, KV cache %.1f MiB (%u blocks of %u tokens)          \n",
                  m.dev.name.c_str(), w_bytes / 1048576.0, kv_bytes / 1048576.0, opt.n_kv_blocks, opt.kv_block_size);
