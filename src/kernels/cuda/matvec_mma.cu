@@ -370,7 +370,7 @@ __global__ void __launch_bounds__(W * 32) matvec_mma_kernel(MvArgs a) {
 // and ends each CTA with the ramp of the next, this one keeps (D - 1) x 16 MT x 32 bytes a warp
 // in flight for the whole call. Same arithmetic and order of sums per lane and warp as above: with
 // the same warps and tiles (DUET_MATVEC_STREAM_CFG=4 and DUET_MATVEC_MMA_MT) the results are
-// bit-identical to it (matmul_test MatvecMma checks). Measured on the H200 (2026-12-01, launcher
+// bit-identical to it (matmul_test MatvecMma checks). Measured on the H200 (2026-11-30, launcher
 // choice): qwen2-7b FP8 weight-only tg128 339.7 / 339.8 tok/s against 312.8 / 312.2 with the
 // classic kernel, native 286.8 / 286.4 against 262.3 / 262.3 (same run).
 template <MatvecMmaKind K, int MT, int W, int D>
@@ -585,7 +585,7 @@ void launch_stream_cfg(const MvArgs& a, bool pdl, cudaStream_t s) {
 
 // (warps per CTA, ring slots) by DUET_MATVEC_STREAM_CFG=0..4 (benchmark knob; the slots halve at
 // MT 2, so that the ring's bytes stay the same): 0 (8, 8), 1 (4, 16), 2 (8, 12), 3 (16, 6), 4 (8, 4).
-// Unset, the launcher's choice from the H200 sweep (2026-12-01, n = 1, % of 4.3 TB/s against the
+// Unset, the launcher's choice from the H200 sweep (2026-11-30, n = 1, % of 4.3 TB/s against the
 // classic kernel's): two tiles per unit everywhere; 16 warps and 3 slots (cfg 3) for matrices of
 // fewer than two units an SM and for F16/BF16 (FP8 weight-only 3584 x 3584 52.9 against 47.6,
 // 3584 x 18944 75.0 against 61.5; BF16 at n = 2 72-95% against 58-87%), 8 warps and 4 slots
