@@ -227,15 +227,103 @@ __device__ __forceinline__ void pack_x(const float* v, uint32_t* xw, float inv_s
 #endif
 }
 
+// acc += this lane's share of W x over chunk c of the MT tiles (wv[mt][0 / 1]: its pieces of
+// rows g and g + 8; v: its E activations, token g's, zeros past n): rounds v as the kind wants
+// (native FP8: E4M3 at the chunk's per-token scale, amax over the token's 4 lanes, the chunk's
+// products scaled back in float), block scales per chunk. Every lane of the warp calls it.
+template <MatvecMmaKind K, int MT>
+__device__ __forceinline__ void chunk_accumulate(float (&acc)[MT][4], const uint4 (&wv)[MT][2], const float* v,
+                                                 int64_t c, int p, const MvArgs& a,
+                                                 const float* const (&tile_scales)[MT]) {
+  constexpr int E = KindOf<K>::kElems;
+  constexpr int XW = K == MatvecMmaKind::kFp8Hw || K == MatvecMmaKind::kFp8Soft ? 8 : 4;  // activation words
+  constexpr bool kNative = K == MatvecMmaKind::kFp8Native;
+  constexpr bool kFp8 = E == 16;
+  uint32_t xw[XW];
+  float tok_scale[2] = {1.f, 1.f};  // native: the chunk's activation scale of tokens 2p, 2p + 1
+  if constexpr (kNative) {
+    float amax = 0.f;
+#pragma unroll
+    for (int i = 0; i < E; ++i) amax = fmaxf(amax, fabsf(v[i]));
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+    const float s = amax / 448.f;
+    pack_x<K>(v, xw, amax > 0.f ? 448.f / amax : 0.f);
+    tok_scale[0] = __shfl_sync(0xffffffffu, s, (2 * p) * 4);
+    tok_scale[1] = __shfl_sync(0xffffffffu, s, (2 * p + 1) * 4);
+  } else {
+    pack_x<K>(v, xw, 1.f);
+  }
+  if (kNative || (kFp8 && a.chunk_scales)) {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      float t[4] = {0.f, 0.f, 0.f, 0.f};
+      chunk_mma<K>(t, wv[mt][0], wv[mt][1], xw);
+      const float ws = a.chunk_scales ? __ldg(tile_scales[mt] + static_cast<uint32_t>(c * 64) /
+                                                                   static_cast<uint32_t>(a.block_cols))
+                                      : 1.f;
+      acc[mt][0] = fmaf(t[0], ws * tok_scale[0], acc[mt][0]);
+      acc[mt][1] = fmaf(t[1], ws * tok_scale[1], acc[mt][1]);
+      acc[mt][2] = fmaf(t[2], ws * tok_scale[0], acc[mt][2]);
+      acc[mt][3] = fmaf(t[3], ws * tok_scale[1], acc[mt][3]);
+    }
+  } else {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) chunk_mma<K>(acc[mt], wv[mt][0], wv[mt][1], xw);
+  }
+}
+
+// The block-scale row of each of the MT tiles from row0 (tiles never straddle a row block:
+// block_rows % 16 == 0); null for F16/BF16.
+template <MatvecMmaKind K, int MT>
+__device__ __forceinline__ void tile_scale_rows(const MvArgs& a, int64_t row0, const float* (&tile_scales)[MT]) {
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+    tile_scales[mt] = nullptr;
+    if constexpr (KindOf<K>::kElems == 16) {
+      int64_t r = row0 + 16 * mt;
+      if (r >= a.n_rows) r = a.n_rows - 1;
+      tile_scales[mt] = a.scales + (r / a.block_rows) * a.scale_cols;
+    }
+  }
+}
+
+// Sums the W warps' accumulators of the MT tiles from row0 through red (shared memory:
+// red[warp][mt][j][lane]) and stores y (adds when accumulating): thread i of the CTA takes
+// (tile, row, token) i; per-tensor / per-channel FP8 scales are applied here. Every thread of the
+// CTA calls it; red may be reused after a barrier.
+template <MatvecMmaKind K, int MT, int W>
+__device__ __forceinline__ void store_unit(const float (&acc)[MT][4], float (&red)[W][MT][4][32], int64_t row0,
+                                           const MvArgs& a) {
+  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) red[warp][mt][j][lane] = acc[mt][j];
+  __syncthreads();
+  for (int i = static_cast<int>(threadIdx.x); i < MT * 128; i += W * 32) {
+    const int mt = i >> 7, r = (i >> 3) & 15, t = i & 7;
+    const int64_t row = row0 + 16 * mt + r;
+    if (t >= a.n || row >= a.n_rows) continue;
+    const int src = (r & 7) * 4 + (t >> 1), j = (r >> 3) * 2 + (t & 1);
+    float s = 0.f;
+#pragma unroll
+    for (int w = 0; w < W; ++w) s += red[w][mt][j][src];
+    if constexpr (KindOf<K>::kElems == 16) {
+      if (!a.chunk_scales) s *= __ldg(a.scales + (row / a.block_rows) * a.scale_cols);
+      s *= a.unscale;
+    }
+    float* out = a.y + t * a.ldy + row;
+    *out = a.accumulate ? *out + s : s;
+  }
+}
+
 // Grid: ceil(n_rows / (16 MT)) CTAs of kWarps warps. See the file comment.
 template <MatvecMmaKind K, int MT, int W, int U>
 __global__ void __launch_bounds__(W * 32) matvec_mma_kernel(MvArgs a) {
   constexpr int kWarps = W;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   constexpr int E = KindOf<K>::kElems;
-  constexpr int XW = K == MatvecMmaKind::kFp8Hw || K == MatvecMmaKind::kFp8Soft ? 8 : 4;  // activation words
-  constexpr bool kNative = K == MatvecMmaKind::kFp8Native;
-  constexpr bool kFp8 = E == 16;
   pdl_trigger();
   const int lane = static_cast<int>(threadIdx.x) & 31;
   const int warp = static_cast<int>(threadIdx.x) >> 5;
@@ -253,16 +341,8 @@ __global__ void __launch_bounds__(W * 32) matvec_mma_kernel(MvArgs a) {
     }
   const bool has_x = g < a.n;
   const float* xrow = a.x + (has_x ? g : 0) * a.ldx + p * E;
-  // Block scales: the tile's scale row (tiles never straddle a row block: block_rows % 16 == 0).
   const float* tile_scales[MT];
-  if constexpr (kFp8) {
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-      int64_t r = row0 + 16 * mt;
-      if (r >= a.n_rows) r = a.n_rows - 1;
-      tile_scales[mt] = a.scales + (r / a.block_rows) * a.scale_cols;
-    }
-  }
+  tile_scale_rows<K, MT>(a, row0, tile_scales);
   float acc[MT][4];
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
@@ -296,63 +376,12 @@ __global__ void __launch_bounds__(W * 32) matvec_mma_kernel(MvArgs a) {
 #pragma unroll
         for (int i = 0; i < E; ++i) v[i] = 0.f;
       }
-      uint32_t xw[XW];
-      float tok_scale[2] = {1.f, 1.f};  // native: the chunk's activation scale of tokens 2p, 2p + 1
-      if constexpr (kNative) {
-        float amax = 0.f;
-#pragma unroll
-        for (int i = 0; i < E; ++i) amax = fmaxf(amax, fabsf(v[i]));
-        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
-        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
-        const float s = amax / 448.f;
-        pack_x<K>(v, xw, amax > 0.f ? 448.f / amax : 0.f);
-        tok_scale[0] = __shfl_sync(0xffffffffu, s, (2 * p) * 4);
-        tok_scale[1] = __shfl_sync(0xffffffffu, s, (2 * p + 1) * 4);
-      } else {
-        pack_x<K>(v, xw, 1.f);
-      }
-      if (kNative || (kFp8 && a.chunk_scales)) {
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-          float t[4] = {0.f, 0.f, 0.f, 0.f};
-          chunk_mma<K>(t, wv[u][mt][0], wv[u][mt][1], xw);
-          const float ws = a.chunk_scales ? __ldg(tile_scales[mt] + static_cast<uint32_t>(c * 64) /
-                                                                       static_cast<uint32_t>(a.block_cols))
-                                          : 1.f;
-          acc[mt][0] = fmaf(t[0], ws * tok_scale[0], acc[mt][0]);
-          acc[mt][1] = fmaf(t[1], ws * tok_scale[1], acc[mt][1]);
-          acc[mt][2] = fmaf(t[2], ws * tok_scale[0], acc[mt][2]);
-          acc[mt][3] = fmaf(t[3], ws * tok_scale[1], acc[mt][3]);
-        }
-      } else {
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) chunk_mma<K>(acc[mt], wv[u][mt][0], wv[u][mt][1], xw);
-      }
+      chunk_accumulate<K, MT>(acc, wv[u], v, c, p, a, tile_scales);
     }
   }
   if (!waited) pdl_wait();
-  // Sum the warps: red[warp][mt][j][lane], then thread i -> (tile, row, token).
   __shared__ float red[kWarps][MT][4][32];
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-    for (int j = 0; j < 4; ++j) red[warp][mt][j][lane] = acc[mt][j];
-  __syncthreads();
-  for (int i = static_cast<int>(threadIdx.x); i < MT * 128; i += kWarps * 32) {
-    const int mt = i >> 7, r = (i >> 3) & 15, t = i & 7;
-    const int64_t row = row0 + 16 * mt + r;
-    if (t >= a.n || row >= a.n_rows) continue;
-    const int src = (r & 7) * 4 + (t >> 1), j = (r >> 3) * 2 + (t & 1);
-    float s = 0.f;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) s += red[w][mt][j][src];
-    if constexpr (kFp8) {
-      if (!a.chunk_scales) s *= __ldg(a.scales + (row / a.block_rows) * a.scale_cols);
-      s *= a.unscale;
-    }
-    float* out = a.y + t * a.ldy + row;
-    *out = a.accumulate ? *out + s : s;
-  }
+  store_unit<K, MT, kWarps>(acc, red, row0, a);
 #else
   __trap();
 #endif
@@ -380,9 +409,6 @@ __global__ void __launch_bounds__(W * 32) matvec_mma_stream_kernel(MvArgs a, int
   constexpr int S = 2 * MT;
   constexpr int T = W * 32;
   constexpr int E = KindOf<K>::kElems;
-  constexpr int XW = K == MatvecMmaKind::kFp8Hw || K == MatvecMmaKind::kFp8Soft ? 8 : 4;
-  constexpr bool kNative = K == MatvecMmaKind::kFp8Native;
-  constexpr bool kFp8 = E == 16;
   pdl_trigger();
   const int tid = static_cast<int>(threadIdx.x);
   const int lane = tid & 31, warp = tid >> 5;
@@ -423,14 +449,7 @@ __global__ void __launch_bounds__(W * 32) matvec_mma_stream_kernel(MvArgs a, int
   for (int64_t unit = blockIdx.x; unit < n_units; unit += stride) {
     const int64_t row0 = unit * (16 * MT);
     const float* tile_scales[MT];
-    if constexpr (kFp8) {
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
-        int64_t r = row0 + 16 * mt;
-        if (r >= a.n_rows) r = a.n_rows - 1;
-        tile_scales[mt] = a.scales + (r / a.block_rows) * a.scale_cols;
-      }
-    }
+    tile_scale_rows<K, MT>(a, row0, tile_scales);
     float acc[MT][4];
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
@@ -461,60 +480,10 @@ __global__ void __launch_bounds__(W * 32) matvec_mma_stream_kernel(MvArgs a, int
         for (int h = 0; h < 2; ++h) wv[mt][h] = ring[(slot * S + 2 * mt + h) * T + tid];
       copy_next(slot == 0 ? D - 1 : slot - 1);  // the slot read last iteration
       slot = slot == D - 1 ? 0 : slot + 1;
-      uint32_t xw[XW];
-      float tok_scale[2] = {1.f, 1.f};
-      if constexpr (kNative) {
-        float amax = 0.f;
-#pragma unroll
-        for (int i = 0; i < E; ++i) amax = fmaxf(amax, fabsf(v[i]));
-        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
-        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
-        const float sc = amax / 448.f;
-        pack_x<K>(v, xw, amax > 0.f ? 448.f / amax : 0.f);
-        tok_scale[0] = __shfl_sync(0xffffffffu, sc, (2 * p) * 4);
-        tok_scale[1] = __shfl_sync(0xffffffffu, sc, (2 * p + 1) * 4);
-      } else {
-        pack_x<K>(v, xw, 1.f);
-      }
-      if (kNative || (kFp8 && a.chunk_scales)) {
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-          float t[4] = {0.f, 0.f, 0.f, 0.f};
-          chunk_mma<K>(t, wv[mt][0], wv[mt][1], xw);
-          const float ws = a.chunk_scales ? __ldg(tile_scales[mt] + static_cast<uint32_t>(c * 64) /
-                                                                       static_cast<uint32_t>(a.block_cols))
-                                          : 1.f;
-          acc[mt][0] = fmaf(t[0], ws * tok_scale[0], acc[mt][0]);
-          acc[mt][1] = fmaf(t[1], ws * tok_scale[1], acc[mt][1]);
-          acc[mt][2] = fmaf(t[2], ws * tok_scale[0], acc[mt][2]);
-          acc[mt][3] = fmaf(t[3], ws * tok_scale[1], acc[mt][3]);
-        }
-      } else {
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) chunk_mma<K>(acc[mt], wv[mt][0], wv[mt][1], xw);
-      }
+      chunk_accumulate<K, MT>(acc, wv, v, c, p, a, tile_scales);
     }
     // Sum the warps of this unit (the ring keeps loading the next unit meanwhile).
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int j = 0; j < 4; ++j) red[warp][mt][j][lane] = acc[mt][j];
-    __syncthreads();
-    for (int i = tid; i < MT * 128; i += T) {
-      const int mt = i >> 7, r = (i >> 3) & 15, t = i & 7;
-      const int64_t row = row0 + 16 * mt + r;
-      if (t >= a.n || row >= a.n_rows) continue;
-      const int src = (r & 7) * 4 + (t >> 1), j = (r >> 3) * 2 + (t & 1);
-      float s = 0.f;
-#pragma unroll
-      for (int w = 0; w < W; ++w) s += red[w][mt][j][src];
-      if constexpr (kFp8) {
-        if (!a.chunk_scales) s *= __ldg(a.scales + (row / a.block_rows) * a.scale_cols);
-        s *= a.unscale;
-      }
-      float* out = a.y + t * a.ldy + row;
-      *out = a.accumulate ? *out + s : s;
-    }
+    store_unit<K, MT, W>(acc, red, row0, a);
     __syncthreads();
   }
   detail::cp_async_wait<0>();
