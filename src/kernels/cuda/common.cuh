@@ -11,6 +11,9 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <map>
+#include <mutex>
+#include <utility>
 
 #include "runtime/cuda_check.h"
 
@@ -25,6 +28,26 @@ inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 inline unsigned grid_for(int64_t n, int threads) {
   const int64_t blocks = ceil_div(n, threads);
   return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > 65535 * 4 ? 65535 * 4 : blocks));
+}
+
+// Resident CTAs per SM of `kernel` (threads per CTA, bytes of dynamic shared memory) on the current
+// device, after opting the kernel in to that shared memory there: cudaFuncSetAttribute acts on one
+// device's context, so each (kernel, device) pair is opted in once (a tensor-parallel rank on a
+// second GPU needs its own). Host calls only (legal while a graph is being captured); thread-safe.
+inline int opt_in_ctas_per_sm(const void* kernel, int threads, size_t smem) {
+  static std::mutex mu;
+  static std::map<std::pair<const void*, int>, int> known;
+  int dev = 0;
+  DUET_CUDA_CHECK(cudaGetDevice(&dev));
+  std::lock_guard<std::mutex> lock(mu);
+  auto [it, fresh] = known.try_emplace({kernel, dev}, 0);
+  if (fresh) {
+    DUET_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    int n = 0;
+    DUET_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem));
+    it->second = n > 0 ? n : 1;
+  }
+  return it->second;
 }
 
 // Multiprocessor count of the current device (a cheap attribute query; legal during capture).

@@ -534,18 +534,12 @@ double wave_fill(const MvArgs& a) {
 }
 
 // The streaming kernel with D ring slots: grid = its resident CTAs (occupancy x SMs, found once
-// per instance), at most one per unit.
+// per instance and device), at most one per unit.
 template <MatvecMmaKind K, int MT, int W, int D>
 void launch_stream_cfg(const MvArgs& a, bool pdl, cudaStream_t s) {
   constexpr size_t kSmem = size_t{D} * 2 * MT * W * 32 * 16;
-  static const int per_sm = [] {
-    DUET_CUDA_CHECK(cudaFuncSetAttribute(matvec_mma_stream_kernel<K, MT, W, D>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem)));
-    int n = 0;
-    DUET_CUDA_CHECK(
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, matvec_mma_stream_kernel<K, MT, W, D>, W * 32, kSmem));
-    return n > 0 ? n : 1;
-  }();
+  const int per_sm =
+      detail::opt_in_ctas_per_sm(reinterpret_cast<const void*>(matvec_mma_stream_kernel<K, MT, W, D>), W * 32, kSmem);
   const int64_t units = (a.n_rows + 16 * MT - 1) / (16 * MT);
   const int64_t grid = std::min<int64_t>(units, int64_t{per_sm} * detail::current_sm_count());
   detail::launch_maybe_pdl(matvec_mma_stream_kernel<K, MT, W, D>, dim3(static_cast<unsigned>(grid)), dim3(W * 32),

@@ -875,11 +875,7 @@ void launch_fp8_smem_r(const DeviceMatrix& w, const float* x, int64_t ldx, int n
                        bool pdl, size_t smem, cudaStream_t s) {
   constexpr int U = R >= 4 ? 1 : 2;
   auto kernel = matvec_fp8_smem_kernel<NT, R, U, kHw>;
-  static bool attr_set = false;  // once per instance, before any capture (the first call is eager)
-  if (!attr_set) {
-    DUET_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kFp8SmemMax)));
-    attr_set = true;
-  }
+  detail::opt_in_ctas_per_sm(reinterpret_cast<const void*>(kernel), kSmemThreads, kFp8SmemMax);  // once per device
   const int64_t groups = (w.n_rows + R - 1) / R;
   const unsigned blocks = resident_grid(reinterpret_cast<const void*>(kernel), kSmemThreads, smem,
                                         (groups + kSmemThreads / 32 - 1) / (kSmemThreads / 32));
