@@ -351,20 +351,19 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
     else mm->matmul(wm, xin, ldx, n, y, ldy, s, accumulate);
   };
 
+  // Whether f holds for every matrix of the layer's q/k/v products ([q;k;v], [q;k] and v, or three).
+  auto every_qkv = [&](auto&& f) {
+    return L.fused_qkv ? f(L.wqkv.m) : L.fused_qk ? f(L.wqk.m) && f(L.wv.m) : f(L.wq.m) && f(L.wk.m) && f(L.wv.m);
+  };
   const bool norm_q8_ok = d <= kRmsNormQ8MaxCols;
-  const bool qkv_q8 = norm_q8_ok && (L.fused_qkv  ? mm->takes_q8(L.wqkv.m, n)
-                                     : L.fused_qk ? mm->takes_q8(L.wqk.m, n) && mm->takes_q8(L.wv.m, n)
-                                                  : mm->takes_q8(L.wq.m, n) && mm->takes_q8(L.wk.m, n) && mm->takes_q8(L.wv.m, n));
+  const bool qkv_q8 = norm_q8_ok && every_qkv([&](const DeviceMatrix& m) { return mm->takes_q8(m, n); });
   // Native FP8 prompts: the norm writes the E4M3 rows of the fused q/k/v product's input.
   const bool qkv_fp8 = !qkv_q8 && L.fused_qkv && d > 1024 && d <= kRmsNormFp8MaxCols && fp8_norm_producer() &&
                        mm->takes_fp8_rows(L.wqkv.m, n);
   // Batches of 9-64 rows on the quantized tensor-core kernel: the norm writes the q/k/v products'
   // F16 input and zeroes their output rows (all of [q | k | v]), and the products add into them.
-  const bool qkv_f16 =
-      !qkv_q8 && f16_producers() && d > 1024 && d <= kRmsNormF16MaxCols &&
-      (L.fused_qkv  ? mm->takes_f16(L.wqkv.m, n)
-       : L.fused_qk ? mm->takes_f16(L.wqk.m, n) && mm->takes_f16(L.wv.m, n)
-                    : mm->takes_f16(L.wq.m, n) && mm->takes_f16(L.wk.m, n) && mm->takes_f16(L.wv.m, n));
+  const bool qkv_f16 = !qkv_q8 && f16_producers() && d > 1024 && d <= kRmsNormF16MaxCols &&
+                       every_qkv([&](const DeviceMatrix& m) { return mm->takes_f16(m, n); });
   auto skip = [](unsigned bit) { return (dbg_skip_mask() & bit) != 0; };
   if (skip(kSkipAttnNorm)) {
   } else if (qkv_q8) {
