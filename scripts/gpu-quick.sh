@@ -126,8 +126,10 @@ if [ "${NCU:-0}" = 1 ] && command -v ncu >/dev/null; then  # hardware counters o
 fi
 if [ "${NCU_DECODE:-0}" = 1 ] && command -v ncu >/dev/null; then  # every kernel's time in eager decode steps
   echo "== ncu: kernels of eager decode steps (one sequence: 3 steps; 32 sequences: the batch step runs)"
+  # NCU_DECODE_SPECS: other bench arguments, "|"-separated (e.g. "q7-q4km.gguf -n 0 -b 32").
   i=0
-  for spec in "q7-bf16.gguf -n 3" "q7-q4km.gguf -n 3" "q7-fp8ch -n 3 --fp8 weight-only" "q7-fp8ch -n 3 --fp8 native" "q7-q4km.gguf -n 0 -b 32"; do
+  IFS='|' read -ra dspecs <<<"${NCU_DECODE_SPECS:-q7-bf16.gguf -n 3|q7-q4km.gguf -n 3|q7-fp8ch -n 3 --fp8 weight-only|q7-fp8ch -n 3 --fp8 native|q7-q4km.gguf -n 0 -b 32}"
+  for spec in "${dspecs[@]}"; do
     set -- $spec
     i=$((i + 1))
     timeout 150 ncu --clock-control none --csv --page raw --metrics gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed \

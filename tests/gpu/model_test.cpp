@@ -335,6 +335,24 @@ INSTANTIATE_TEST_SUITE_P(Archs, TinyGpuParity,
                          ::testing::Combine(::testing::Values("llama", "qwen2", "qwen3", "gemma3"),
                                             ::testing::Values("native", "generic")));
 
+// Decode graphs size their attention grid for a context bucket (256, 512, ...: cuda_model.cpp's
+// decode_context_bucket), so a sequence decoding past 256 keys moves to a new graph with a wider
+// grid and longer block tables. 240 prompt tokens, 32 decoded (positions 240-271), and 3
+// sequences (80, 120, 240 tokens) stepping 24 times cross that boundary; a grid or block table
+// left at the old bucket would drop keys and miss the CPU by far more than the bound. Gemma 3's
+// tiny model adds its sliding window (8) on alternate layers.
+class TinyGpuParityLong : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(TinyGpuParityLong, DecodeAcrossContextBucket) {
+  const std::string arch = GetParam();
+  const std::vector<int32_t> toks = random_tokens(272, 256, 11);  // the tiny models' vocabulary: 256
+  const std::string g = tiny_to_gguf(arch, FileType::kF16);
+  for (const char* k : {"native", "generic"}) check_model(g, toks, 240, k, DType::kF16, 16, 24);
+  fs::remove(g);
+}
+
+INSTANTIATE_TEST_SUITE_P(Archs, TinyGpuParityLong, ::testing::Values("qwen2", "gemma3"));
+
 // Files named in DUET_GPU_PARITY_MODELS: 64 prompt tokens, 16 decoded, 3 sequences x 8 steps.
 TEST(ListedGpuParity, MatchesCpu) {
   const char* env = std::getenv("DUET_GPU_PARITY_MODELS");
