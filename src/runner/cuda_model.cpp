@@ -144,6 +144,14 @@ bool attention_writes_q8() {
   return on;
 }
 
+// Decode batches of 9-64 rows whose o product runs on the quantized tensor-core kernel: attention
+// writes that product's F16 input (launch_attention's AttentionF16Out) unless DUET_ATTN_F16=0 (A/B
+// knob, read once: the product then converts attention's float output itself).
+bool attention_writes_f16() {
+  static const bool on = env_flag("DUET_ATTN_F16", true);
+  return on;
+}
+
 // Native FP8 prompts: the RMSNorms before the fused q/k/v and gate/up products write those
 // products' E4M3 rows themselves (launch_rms_norm_fp8_rows), so the products' own quantizer
 // launches and the float rows go away. DUET_FP8_NORM_ROWS=0 turns it off (A/B knob, read once).
@@ -451,11 +459,20 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
   // Block-quantized o weights in decode batches: attention writes the product's int8 input
   // itself (the merge of split contexts quantizes; no quantizer launch of the product's own).
   const bool o_q8 = attention_writes_q8() && !padded && ab.max_seq_tokens <= 1 && mm->takes_q8(L.wo.m, n);
+  // Decode batches of 9-64 rows on the quantized tensor-core kernel: attention writes the o
+  // product's F16 input itself (no conversion launch before the product).
+  const bool o_f16 = !o_q8 && fuse_res && attention_writes_f16() && !padded && ab.max_seq_tokens <= 1 &&
+                     mm->takes_f16(L.wo.m, n);
   if (skip(kSkipAttention)) {
   } else if (!padded) {
     // Decode attention is launched programmatically on sm_90 (attention.cu, use_decode_pdl).
+    AttentionF16Out o16;
+    if (o_f16) {
+      const MatmulContext::F16Input h = mm->f16_input(L.wo.m);
+      o16 = AttentionF16Out{h.h, h.ld};
+    }
     launch_attention(kv, ab, Q, ldq, int(nh), score_scale, window, A, qd, s,
-                     o_q8 ? AttentionQ8Out{q8.q, q8.m} : AttentionQ8Out{});
+                     o_q8 ? AttentionQ8Out{q8.q, q8.m} : AttentionQ8Out{}, o16);
   } else {
     launch_attention(kv, ab, qp.as<float>(), nh * attn_hd, int(nh), score_scale, window, ap.as<float>(), nh * attn_hd, s);
     const size_t row = hd * sizeof(float), prow = attn_hd * sizeof(float);
@@ -467,6 +484,7 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
   const bool gu_takes_q8 = L.fused_gu ? mm->takes_q8(L.wgu.m, n) : mm->takes_q8(L.w_gate.m, n) && mm->takes_q8(L.w_up.m, n);
   if (fuse_res) {
     if (o_q8) mm->matmul_q8(L.wo.m, n, X, d, s, /*accumulate=*/true);  // x += o
+    else if (o_f16) mm->matmul_f16(L.wo.m, n, X, d, s);                 // x += o
     else mm->matmul(L.wo.m, A, qd, n, X, d, s, /*accumulate=*/true);
     mark("matmul o");
     ffn_q8 = gu_takes_q8 && norm_q8_ok;

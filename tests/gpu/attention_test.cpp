@@ -461,6 +461,58 @@ TEST_F(GpuAttention, Q8OutputMatchesQuantizedFloat) {
   }
 }
 
+// The F16 output for a tensor-core o product (AttentionF16Out) is, to the bit, the float output
+// rounded to F16 (__float2half_rn), for every token: written by the decode kernel where a token's
+// context is one split, by the merge where it is split. 32 sequences (the batched decode it is
+// for) and 3, grids with and without splits, tensor-core and SIMT decode kernels.
+TEST_F(GpuAttention, F16OutputMatchesFloat) {
+  struct Geometry {
+    const char* name;
+    int n_heads, n_kv_heads, head_dim;
+    DType dtype;
+  };
+  const Geometry geoms[] = {{"g7 d128 F16", 28, 4, 128, DType::kF16},
+                            {"g4 d64 F16", 32, 8, 64, DType::kF16},
+                            {"g7 d128 F32", 28, 4, 128, DType::kF32},
+                            {"g2 d256 F16", 16, 8, 256, DType::kF16}};
+  std::vector<Seq> s32;
+  for (int s = 0; s < 32; ++s) s32.push_back({(s * 53 + 17) % 900, 1});
+  struct Batch {
+    std::vector<Seq> seqs;
+    int bound;  // grid max_kv_len (0: the problem's own)
+    const char* what;
+  };
+  const Batch batches[] = {{s32, 0, "32 seqs"},
+                           {s32, 8192, "32 seqs, split grid"},
+                           {{{5, 1}, {300, 1}, {77, 1}}, 4096, "3 seqs, split, one short"}};
+  int seed = 1200;
+  for (const Geometry& g : geoms) {
+    for (const Batch& b : batches) {
+      const Case c{g.name, g.n_heads, g.n_kv_heads, g.head_dim, 16, g.dtype, 0, b.seqs};
+      const Problem p = make_problem(c, seed++);
+      const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+      const int64_t k = int64_t{c.n_heads} * c.head_dim, ld = k + 16;  // a row stride wider than the row
+      DeviceProblem dp(p, b.bound);
+      Dev<uint16_t> h(static_cast<size_t>(p.n_tokens) * ld);
+      DUET_CUDA_CHECK(cudaMemset(h.p, 0xff, h.n * sizeof(uint16_t)));
+      launch_attention(dp.kv, dp.batch, dp.q.p, dp.qd, c.n_heads, scale, c.window, dp.out.p, dp.qd, nullptr,
+                       AttentionQ8Out{}, AttentionF16Out{reinterpret_cast<__half*>(h.p), ld});
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << g.name << ", " << b.what;
+      const std::vector<float> out = dp.out.get();
+      const std::vector<uint16_t> got = h.get();
+      int64_t bad = 0;
+      for (int t = 0; t < p.n_tokens; ++t)
+        for (int64_t col = 0; col < k; ++col)
+          bad += got[t * ld + col] != f32_to_f16(out[t * k + col]);
+      const Errors e = compare(p, out, reference_double(p, scale), reference_cpu(p, scale), AttentionPromptPath::kGeneric);
+      std::printf("  f16 out %-12s %-26s %s (float rows %s)\n", g.name, b.what, bad ? "FAIL" : "bit-identical",
+                  e.bad ? "FAIL" : "ok");
+      EXPECT_EQ(bad, 0) << g.name << ", " << b.what;
+      EXPECT_EQ(e.bad, 0) << g.name << ", " << b.what;
+    }
+  }
+}
+
 // A decode launch captured in a CUDA graph with the grid sized for 4096 keys (as the runner
 // captures decode steps), replayed first with the contexts of capture time, then with every
 // context grown (positions rewritten in place, as the runner's upload does): each replay must

@@ -110,11 +110,15 @@ DType main_dtype(const ModelWeights& w) {
 }
 
 // The logits of: a prefill of tokens[0:n_prefill) (every row), then each later token decoded
-// alone (teacher forcing), then 3 sequences with prompts of different lengths stepping together.
+// alone (teacher forcing), then 3 sequences with prompts of different lengths stepping together,
+// then kWide sequences (prompts of 1 to n_prefill tokens) stepping together twice (a batch of 9-64 rows: the GPU's batched-decode
+// products, on the quantized tensor-core kernel for K-quant and Q8_0 weights).
+constexpr int kWide = 12;
 struct Trace {
   std::vector<float> prefill;
   std::vector<float> decode;  // one row per decoded token
   std::vector<float> multi;   // 3 rows per joint step
+  std::vector<float> wide;    // kWide rows per joint step
 };
 
 Trace trace(ForwardModel& m, const std::vector<int32_t>& toks, int n_prefill, int n_multi_steps) {
@@ -147,6 +151,23 @@ Trace trace(ForwardModel& m, const std::vector<int32_t>& toks, int n_prefill, in
       Status st = s.step(seqs, step, &lg);
       EXPECT_TRUE(st.is_ok()) << st.message();
       t.multi.insert(t.multi.end(), lg.begin(), lg.end());
+    }
+  }
+  {
+    Session s(m, 512);
+    std::vector<int> seqs;
+    std::vector<float> lg;
+    for (int j = 0; j < kWide; ++j) {
+      seqs.push_back(s.add_sequence());
+      const int len = std::min<int>(1 + (7 * j) % n_prefill, int(toks.size()) - j);
+      Status st = s.eval(seqs.back(), std::span<const int32_t>(toks.data() + j, len), false, &lg);
+      EXPECT_TRUE(st.is_ok()) << st.message();
+    }
+    for (int i = 0; i < 2; ++i) {
+      std::vector<int32_t> step(toks.begin() + i, toks.begin() + i + kWide);
+      Status st = s.step(seqs, step, &lg);
+      EXPECT_TRUE(st.is_ok()) << st.message();
+      t.wide.insert(t.wide.end(), lg.begin(), lg.end());
     }
   }
   return t;
@@ -248,7 +269,7 @@ void check_model(const std::string& file, const std::vector<int32_t>& toks, int 
   ModelOptions mo;
   mo.kv_dtype = DType::kF32;
   mo.max_context = 512;
-  mo.max_seqs = 4;
+  mo.max_seqs = kWide;
   auto cpu = Model::create(std::move(wc.value()), mo);
   ASSERT_TRUE(cpu.is_ok()) << cpu.status().message();
   auto wg = load_model_weights(file);
@@ -257,7 +278,7 @@ void check_model(const std::string& file, const std::vector<int32_t>& toks, int 
   co.kv_dtype = kv_dtype;
   co.kv_block_size = kv_block_size;
   co.max_context = 512;
-  co.max_seqs = 4;
+  co.max_seqs = kWide;
   co.verbose = false;
   auto gpu = cuda::CudaModel::create(std::move(wg.value()), co);
   ASSERT_TRUE(gpu.is_ok()) << gpu.status().message();
@@ -266,15 +287,17 @@ void check_model(const std::string& file, const std::vector<int32_t>& toks, int 
   const Trace b = trace(*gpu.value(), toks, n_prefill, multi_steps);
   check_greedy(*gpu.value(), b, toks, n_prefill, multi_steps, bound);
   const int64_t vocab = cpu.value()->hparams().vocab_size;
-  RowCheck pre, dec, mul;
+  RowCheck pre, dec, mul, wid;
   compare_rows(b.prefill, a.prefill, vocab, bound, &pre, "prefill");
   compare_rows(b.decode, a.decode, vocab, bound, &dec, "decode");
   compare_rows(b.multi, a.multi, vocab, bound, &mul, "3 sequences");
-  std::printf("[parity] %-60s %-7s %-6s kv %s/%u: rel RMS prefill %.2e decode %.2e multi %.2e (bound %.0e); top-1 %d/%d\n",
+  compare_rows(b.wide, a.wide, vocab, bound, &wid, std::to_string(kWide) + " sequences");
+  std::printf("[parity] %-60s %-7s %-6s kv %s/%u: rel RMS prefill %.2e decode %.2e multi %.2e wide %.2e (bound %.0e); "
+              "top-1 %d/%d\n",
               fs::path(file).filename().c_str(), kernels, std::string(dtype_name(main)).c_str(),
               std::string(dtype_name(kv_dtype)).c_str(), kv_block_size, pre.worst_rel_rms, dec.worst_rel_rms,
-              mul.worst_rel_rms, bound, pre.top1_same + dec.top1_same + mul.top1_same,
-              pre.top1_checked + dec.top1_checked + mul.top1_checked);
+              mul.worst_rel_rms, wid.worst_rel_rms, bound, pre.top1_same + dec.top1_same + mul.top1_same + wid.top1_same,
+              pre.top1_checked + dec.top1_checked + mul.top1_checked + wid.top1_checked);
   unsetenv("DUET_KERNELS");
 }
 

@@ -87,12 +87,22 @@ struct SplitPlan {
   int short_splits = 0;
 };
 
+// kShortTargetRows, or DUET_ATTN_SHORT_ROWS (a benchmark knob, read once).
+int64_t short_target_rows() {
+  static const int64_t v = [] {
+    const char* e = std::getenv("DUET_ATTN_SHORT_ROWS");
+    const long long r = e && *e ? std::atoll(e) : 0;
+    return r > 0 ? static_cast<int64_t>(r) : kShortTargetRows;
+  }();
+  return v;
+}
+
 SplitPlan split_plan(int n_tokens, int n_heads, int max_kv_len) {
   SplitPlan sp;
   sp.grid = decode_splits(n_tokens, n_heads, max_kv_len);
   if (!split_short_enabled()) return sp;
   const int64_t rows = std::max<int64_t>(1, static_cast<int64_t>(n_tokens) * n_heads);
-  const int64_t want = std::clamp<int64_t>(kShortTargetRows / rows, 1, kMaxSplits);
+  const int64_t want = std::clamp<int64_t>(short_target_rows() / rows, 1, kMaxSplits);
   if (want <= 1) return sp;
   sp.short_splits = static_cast<int>(want);
   // A token of n <= max_kv_len keys gets at most min(want, ceil(n / kShortMinKeys)) short pieces.
@@ -128,7 +138,15 @@ struct AttnArgs {
   int short_splits;  // 0, or SplitPlan::short_splits (token_split_len)
   int8_t* q8;        // merge: AttentionQ8Out, or null
   float4* q8m;
+  __half* h16;       // decode and merge: AttentionF16Out rows (ld16 apart), or null
+  int64_t ld16;
 };
+
+// Output value v of column col (head * head_dim + d) of token t: out, and the F16 copy where asked.
+__device__ __forceinline__ void store_out(const AttnArgs& a, int t, int64_t col, float v) {
+  a.out[static_cast<int64_t>(t) * a.ldo + col] = v;
+  if (a.h16 != nullptr) a.h16[static_cast<int64_t>(t) * a.ld16 + col] = __float2half_rn(v);
+}
 
 // Keys per split of a token with n_keys allowed keys (a multiple of 32): split_len, or with short
 // splits the shorter of split_len and n_keys cut into short_splits pieces of >= kShortMinKeys.
@@ -356,7 +374,7 @@ __global__ void __launch_bounds__(kDecWarps * 32, D == 256 ? 3 : 4) attention_de
     }
     const int head = h0 + h;
     if (n_splits == 1) {
-      a.out[static_cast<int64_t>(t) * a.ldo + static_cast<int64_t>(head) * D + d] = O / L;
+      store_out(a, t, static_cast<int64_t>(head) * D + d, O / L);
     } else {
       float* pp = a.part + ((static_cast<int64_t>(t) * a.n_heads + head) * a.max_splits + split) * (D + 2);
       pp[d] = O;
@@ -566,7 +584,7 @@ __global__ void __launch_bounds__(kDtThreads, 4) attention_decode_tc_kernel(Attn
     const float O = os[r * S::kORow + d];
     const int head = h0 + r;
     if (n_splits == 1) {
-      a.out[static_cast<int64_t>(t) * a.ldo + static_cast<int64_t>(head) * D + d] = O / row_l[r];
+      store_out(a, t, static_cast<int64_t>(head) * D + d, O / row_l[r]);
     } else {
       float* pp = a.part + ((static_cast<int64_t>(t) * a.n_heads + head) * a.max_splits + split) * (D + 2);
       pp[d] = O;
@@ -614,7 +632,7 @@ __global__ void attention_merge_kernel(AttnArgs a, int head_dim) {
     }
     v = O / L;
     if (a.q8 == nullptr) {
-      a.out[static_cast<int64_t>(t) * a.ldo + col] = v;
+      store_out(a, t, col, v);
       return;
     }
   }
@@ -1543,7 +1561,7 @@ size_t attention_scratch_bytes(int n_tokens, int n_heads, int head_dim, int max_
 
 void launch_attention(const PagedKvCache& kv, const AttentionBatch& batch, const float* q, int64_t ldq, int n_heads,
                       float scale, int sliding_window, float* out, int64_t ldo, cudaStream_t stream,
-                      AttentionQ8Out q8) {
+                      AttentionQ8Out q8, AttentionF16Out h16) {
   if (batch.n_tokens <= 0) return;
   const int D = kv.head_dim;
   DUET_CHECK_MSG(D == 64 || D == 128 || D == 256, "attention head_dim %d not in {64, 128, 256}", D);
@@ -1609,6 +1627,14 @@ void launch_attention(const PagedKvCache& kv, const AttentionBatch& batch, const
                    kernels::kDecodeMaxTokens, batch.max_seq_tokens, batch.n_tokens);
     a.q8 = q8.q;
     a.q8m = q8.m;
+  }
+
+  if (h16.h != nullptr) {
+    DUET_CHECK_MSG(batch.max_seq_tokens <= 1 && q8.q == nullptr && h16.ld >= static_cast<int64_t>(n_heads) * D,
+                   "attention F16 output: decode batches only, without the int8 output (max_seq_tokens %d, ld %lld)",
+                   batch.max_seq_tokens, static_cast<long long>(h16.ld));
+    a.h16 = h16.h;
+    a.ld16 = h16.ld;
   }
 
   const bool f16 = kv.dtype == DType::kF16;

@@ -8,6 +8,7 @@
 // Runs on the caller's stream; needs no allocation beyond the AttentionBatch's scratch.
 #pragma once
 
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -74,6 +75,13 @@ struct AttentionQ8Out {
   float4* m = nullptr;
 };
 
+// Decode batches can also hand a tensor-core o product its F16 input (MatmulContext::f16_input):
+// the output rows rounded to F16 at h[t * ld + col] (col < n_heads * head_dim).
+struct AttentionF16Out {
+  __half* h = nullptr;
+  int64_t ld = 0;
+};
+
 // out[t * ldo + h * head_dim + d] = sum_j softmax_j(scale * q_t,h . k_j) v_j[d] over the allowed
 // keys j of token t, for query head h (kv head h / (n_heads / n_kv_heads)). q: float32 rows of
 // n_heads * head_dim at q + t * ldq (already roped and pre-scaled where the model does that).
@@ -82,8 +90,10 @@ struct AttentionQ8Out {
 // (max_seq_tokens <= 1, n_tokens <= 8); the merge of split contexts writes it (no kernel of its
 // own), else a quantizer launched after the decode kernel. out still receives the decode kernel's
 // rows (its contents are then unspecified for tokens whose context was split).
+// h16 (h16.h set; decode batches only, not with q8): out's rows also as F16, written by the
+// kernel that writes each row of out (decode kernel, or the merge for split contexts).
 void launch_attention(const PagedKvCache& kv, const AttentionBatch& batch, const float* q, int64_t ldq, int n_heads,
                       float scale, int sliding_window, float* out, int64_t ldo, cudaStream_t stream,
-                      AttentionQ8Out q8 = {});
+                      AttentionQ8Out q8 = {}, AttentionF16Out h16 = {});
 
 }  // namespace duet::cuda
