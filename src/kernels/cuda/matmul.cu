@@ -78,6 +78,13 @@ bool mma_accumulates() {
   return on;
 }
 
+// The quantized tensor-core kernel (batches of 9-64 rows) is launched programmatically where
+// MatmulContext::pdl() allows, unless DUET_MMA_PDL=0 (A/B knob, read once).
+bool mma_pdl_enabled() {
+  static const bool on = env_flag("DUET_MMA_PDL", true);
+  return on;
+}
+
 // The native FP8 GEMMs accumulate in cuBLASLt's fast mode (Hopper: partial sums promoted to
 // float less often): qwen2-7b FP8 pp2048 55.0-55.7k tok/s against 51.5-52.4k without, and the
 // parity table's native FP8 bound (5e-2) holds (H200, 2026-11-30). DUET_LT_FAST_ACCUM=0: off.
@@ -578,7 +585,7 @@ void MatmulContext::matmul_f16(const DeviceMatrix& w, int n_tokens, float* y, in
   DUET_CHECK_MSG(takes_f16(w, n_tokens), "matmul_f16: no F16-input product for %d tokens of %s", n_tokens,
                  std::string(dtype_name(w.dtype)).c_str());
   kernels::launch_matmul_mma(w, impl_->xh.as<__half>(), round_up(w.n_cols, 16), n_tokens, y, ldy, stream,
-                             /*accumulate=*/true);
+                             /*accumulate=*/true, pdl() && mma_pdl_enabled());
 }
 
 bool MatmulContext::takes_q8(const DeviceMatrix& w, int n_tokens) const {
@@ -667,16 +674,17 @@ void MatmulContext::matmul(const DeviceMatrix& w, const float* x, int64_t ldx, i
         // The kernel adds into y: the input's conversion zeroes y first unless the caller adds
         // into it (one launch before the product, where a memset would be a second).
         const int64_t ldh = round_up(k, 16);
+        const bool mma_pdl = pdl() && mma_pdl_enabled();
         if (!mma_accumulates()) {
           kernels::launch_convert_act(x, ldx, n_tokens, k, m.xh.data(), ldh, false, stream);
-          kernels::launch_matmul_mma(w, m.xh.as<__half>(), ldh, n_tokens, y, ldy, stream);
+          kernels::launch_matmul_mma(w, m.xh.as<__half>(), ldh, n_tokens, y, ldy, stream, false, mma_pdl);
           return;
         }
         if (accumulate)
           kernels::launch_convert_act(x, ldx, n_tokens, k, m.xh.data(), ldh, false, stream);
         else
           kernels::launch_convert_act_zero(x, ldx, n_tokens, k, m.xh.as<__half>(), ldh, y, ldy, w.n_rows, stream);
-        kernels::launch_matmul_mma(w, m.xh.as<__half>(), ldh, n_tokens, y, ldy, stream, /*accumulate=*/true);
+        kernels::launch_matmul_mma(w, m.xh.as<__half>(), ldh, n_tokens, y, ldy, stream, /*accumulate=*/true, mma_pdl);
         return;
       }
       m.dequant_gemm(w, x, ldx, n_tokens, y, ldy, stream);

@@ -166,7 +166,9 @@ __device__ __forceinline__ uint32_t deq_mul(uint32_t q, uint32_t magic, uint32_t
 // compile-time trip count and each copy's address is a 32-bit offset from a per-stage base (the
 // launcher checks that a row block's bytes stay under 2^31): the copies are issued by a handful of
 // integer instructions each, which matters because the kernel is bound by instruction issue.
-template <DType T, int N, int W>
+// kParts: kStageWeights (the weight bytes and region D), kStageX (the activations) or both.
+constexpr int kStageWeights = 1, kStageX = 2, kStageAll = 3;
+template <DType T, int N, int W, int kParts = kStageAll>
 __device__ __forceinline__ void load_stage(const MmaArgs& a, uint8_t* st, int64_t rb, int sb) {
   using S = MmaShape<T, N, W>;
   using Q = MmaType<T>;
@@ -178,45 +180,48 @@ __device__ __forceinline__ void load_stage(const MmaArgs& a, uint8_t* st, int64_
       a.w + row0 * pitch + (T == DType::kQ8_0 ? 8 * Q::kBlockBytes : Q::kBlockBytes) * sb;
   constexpr int kChunks = S::kRows * Q::kChunks16;
   static_assert(kChunks % S::kThreads == 0, "whole copies per thread");
-#pragma unroll
-  for (int i = 0; i < kChunks / S::kThreads; ++i) {
-    const int c = threadIdx.x + i * S::kThreads;
-    const int r = c / Q::kChunks16, part = c - r * Q::kChunks16;
-    bool ok = r < rows_left;
-    if constexpr (T == DType::kQ8_0) ok = ok && (part >> 1) < a.bpr - 8 * sb;  // none past the row's end
-    // Q8_0: block sb * 8 + part / 2, half part % 2, i.e. byte 16 * part of the stage's row bytes.
-    const uint8_t* src = ok ? base + (r * pitch + part * 16) : a.w;
-    const int dst = T == DType::kQ8_0 ? r * Q::kPitch + 16 * q8_chunk(r, part) : c * 16;
-    cp_async16(st + dst, src, ok ? 16 : 0);
-  }
-  if constexpr (T == DType::kQ8_0) {
-    // d's of blocks sb * 8 .. + 7: the 5 aligned words from the even index at or below the first
-    // (halves past region D's end zero-filled; halves of the next row are never used).
-    const int r = threadIdx.x;
-    const int64_t row = row0 + r;
-    const int64_t total = a.n_rows * a.bpr;
-    const int64_t first = (row * a.bpr + sb * 8) & ~int64_t{1};
-#pragma unroll
-    for (int j = 0; j < 5; ++j) {
-      const int64_t h = first + 2 * j;
-      const int64_t left = row < a.n_rows ? total - h : 0;
-      const int bytes = left >= 2 ? 4 : (left == 1 ? 2 : 0);
-      cp_async4(st + S::kWBytes + 20 * r + 4 * j, bytes ? a.wd + h * 2 : a.wd, bytes);
+  if constexpr ((kParts & kStageWeights) != 0) {
+  #pragma unroll
+    for (int i = 0; i < kChunks / S::kThreads; ++i) {
+      const int c = threadIdx.x + i * S::kThreads;
+      const int r = c / Q::kChunks16, part = c - r * Q::kChunks16;
+      bool ok = r < rows_left;
+      if constexpr (T == DType::kQ8_0) ok = ok && (part >> 1) < a.bpr - 8 * sb;  // none past the row's end
+      // Q8_0: block sb * 8 + part / 2, half part % 2, i.e. byte 16 * part of the stage's row bytes.
+      const uint8_t* src = ok ? base + (r * pitch + part * 16) : a.w;
+      const int dst = T == DType::kQ8_0 ? r * Q::kPitch + 16 * q8_chunk(r, part) : c * 16;
+      cp_async16(st + dst, src, ok ? 16 : 0);
     }
-  } else if constexpr (Q::kSplitD) {
-    // Region D is 2-byte aligned per entry: copy the aligned pair (2 bytes at the very end).
-    const int r = threadIdx.x;
-    const int64_t row = row0 + r;
-    const uint8_t* src = a.wd;
-    int bytes = 0;
-    if (row < a.n_rows) {
+    if constexpr (T == DType::kQ8_0) {
+      // d's of blocks sb * 8 .. + 7: the 5 aligned words from the even index at or below the first
+      // (halves past region D's end zero-filled; halves of the next row are never used).
+      const int r = threadIdx.x;
+      const int64_t row = row0 + r;
       const int64_t total = a.n_rows * a.bpr;
-      const int64_t idx = (row * a.bpr + sb) & ~int64_t{1};
-      src = a.wd + idx * 2;
-      bytes = idx + 1 < total ? 4 : 2;
+      const int64_t first = (row * a.bpr + sb * 8) & ~int64_t{1};
+  #pragma unroll
+      for (int j = 0; j < 5; ++j) {
+        const int64_t h = first + 2 * j;
+        const int64_t left = row < a.n_rows ? total - h : 0;
+        const int bytes = left >= 2 ? 4 : (left == 1 ? 2 : 0);
+        cp_async4(st + S::kWBytes + 20 * r + 4 * j, bytes ? a.wd + h * 2 : a.wd, bytes);
+      }
+    } else if constexpr (Q::kSplitD) {
+      // Region D is 2-byte aligned per entry: copy the aligned pair (2 bytes at the very end).
+      const int r = threadIdx.x;
+      const int64_t row = row0 + r;
+      const uint8_t* src = a.wd;
+      int bytes = 0;
+      if (row < a.n_rows) {
+        const int64_t total = a.n_rows * a.bpr;
+        const int64_t idx = (row * a.bpr + sb) & ~int64_t{1};
+        src = a.wd + idx * 2;
+        bytes = idx + 1 < total ? 4 : 2;
+      }
+      cp_async4(st + S::kWBytes + 4 * r, src, bytes);
     }
-    cp_async4(st + S::kWBytes + 4 * r, src, bytes);
-  }
+  }  // kStageWeights
+  if constexpr ((kParts & kStageX) == 0) return;
   uint4* xs = reinterpret_cast<uint4*>(st + S::kWBytes + S::kDBytes);
   const __half* xb = a.x + sb * kSbCols;
   const int cols_left = static_cast<int>(min(a.n_cols - static_cast<int64_t>(sb) * kSbCols,
@@ -509,11 +514,15 @@ __device__ __forceinline__ void flush(const MmaArgs& a, int64_t row0, bool atomi
 // Expected bound: HBM at n = 32: the weights are read once; the activation tile (8N * 512 bytes
 // per unit, from L2) adds ~0.9 (4 warps) or ~0.45 (8 warps) bytes of L2 traffic per Q4_K weight
 // byte; about 20-40 instructions per 512 weights per warp beside 8 mma: aim >= 60% of 4.3 TB/s.
+// Launched programmatically where MatmulContext allows it (sm_90 native path): the weights of the
+// first stages are requested before the wait for the producer of x (and of a zeroed y), so that
+// they stream while that producer finishes.
 template <DType T, int N, int W>
 __global__ void __launch_bounds__(32 * W) matmul_mma_kernel(MmaArgs a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   using S = MmaShape<T, N, W>;
   extern __shared__ __align__(16) uint8_t smem[];
+  detail::pdl_trigger();
   const int64_t u_begin = static_cast<int64_t>(blockIdx.x) * a.units / gridDim.x;
   const int count = static_cast<int>(static_cast<int64_t>(blockIdx.x + 1) * a.units / gridDim.x - u_begin);
   const int spr = static_cast<int>(a.spr);
@@ -521,13 +530,25 @@ __global__ void __launch_bounds__(32 * W) matmul_mma_kernel(MmaArgs a) {
   // stage at a time, so that no division runs inside the loop.
   int64_t rb_l = u_begin / spr, rb_c = rb_l;
   int sb_l = static_cast<int>(u_begin - rb_l * spr), sb_c = sb_l;
+  // Prologue: the weights of stages 0 .. kStages - 2, then (after the wait) their activations,
+  // one commit group per stage as the loop expects (group 0 also holds every prologue weight).
 #pragma unroll 1
-  for (int s = 0; s < S::kStages - 1; ++s) {
-    if (s < count) {
-      load_stage<T, N, W>(a, smem + s * S::kStageBytes, rb_l, sb_l);
-      if (++sb_l == spr) sb_l = 0, ++rb_l;
+  for (int s = 0; s < S::kStages - 1 && s < count; ++s) {
+    load_stage<T, N, W, kStageWeights>(a, smem + s * S::kStageBytes, rb_l, sb_l);
+    if (++sb_l == spr) sb_l = 0, ++rb_l;
+  }
+  detail::pdl_wait();
+  {
+    int64_t rb_x = rb_c;
+    int sb_x = sb_c;
+#pragma unroll 1
+    for (int s = 0; s < S::kStages - 1; ++s) {
+      if (s < count) {
+        load_stage<T, N, W, kStageX>(a, smem + s * S::kStageBytes, rb_x, sb_x);
+        if (++sb_x == spr) sb_x = 0, ++rb_x;
+      }
+      cp_async_commit();
     }
-    cp_async_commit();
   }
   float acc[2][N][4];
 #pragma unroll
@@ -617,7 +638,7 @@ int ctas_per_sm(int dev) {
 
 template <DType T, int N, int W>
 void run(const DeviceMatrix& w, const __half* x, int64_t ldx, int n, float* y, int64_t ldy, int dev,
-         bool accumulate, cudaStream_t s) {
+         bool accumulate, bool pdl, cudaStream_t s) {
   using S = MmaShape<T, N, W>;
   MmaArgs a{};
   a.n_rows = w.n_rows;
@@ -649,18 +670,19 @@ void run(const DeviceMatrix& w, const __half* x, int64_t ldx, int n, float* y, i
   for (int64_t b = 1; b < grid && !shared; ++b) shared = (b * a.units / grid) % a.spr != 0;
   if (shared && !accumulate)
     DUET_CUDA_CHECK(cudaMemset2DAsync(y, ldy * sizeof(float), 0, w.n_rows * sizeof(float), n, s));
-  matmul_mma_kernel<T, N, W><<<static_cast<unsigned>(grid), S::kThreads, S::kSmemBytes, s>>>(a);
+  detail::launch_maybe_pdl(matmul_mma_kernel<T, N, W>, dim3(static_cast<unsigned>(grid)), dim3(S::kThreads),
+                           S::kSmemBytes, s, pdl, a);
   DUET_CUDA_CHECK_LAUNCH();
 }
 
 template <DType T, int W>
 void dispatch_tokens(const DeviceMatrix& w, const __half* x, int64_t ldx, int n, float* y,
-                     int64_t ldy, int dev, bool acc, cudaStream_t s) {
+                     int64_t ldy, int dev, bool acc, bool pdl, cudaStream_t s) {
   const int tiles = (n + 7) / 8;
-  if (tiles <= 2) return run<T, 2, W>(w, x, ldx, n, y, ldy, dev, acc, s);
-  if (tiles <= 4) return run<T, 4, W>(w, x, ldx, n, y, ldy, dev, acc, s);
-  if (tiles <= 6) return run<T, 6, W>(w, x, ldx, n, y, ldy, dev, acc, s);
-  return run<T, 8, W>(w, x, ldx, n, y, ldy, dev, acc, s);
+  if (tiles <= 2) return run<T, 2, W>(w, x, ldx, n, y, ldy, dev, acc, pdl, s);
+  if (tiles <= 4) return run<T, 4, W>(w, x, ldx, n, y, ldy, dev, acc, pdl, s);
+  if (tiles <= 6) return run<T, 6, W>(w, x, ldx, n, y, ldy, dev, acc, pdl, s);
+  return run<T, 8, W>(w, x, ldx, n, y, ldy, dev, acc, pdl, s);
 }
 
 // Warps per CTA (rows per CTA = 32 * warps): 4. Two 4-warp CTAs share an SM (shared memory), so
@@ -677,11 +699,11 @@ int warps_for() {
 
 template <DType T>
 void dispatch(const DeviceMatrix& w, const __half* x, int64_t ldx, int n, float* y, int64_t ldy,
-              bool acc, cudaStream_t s) {
+              bool acc, bool pdl, cudaStream_t s) {
   const int dev = current_device();
   if (warps_for() == 8)
-    return dispatch_tokens<T, 8>(w, x, ldx, n, y, ldy, dev, acc, s);
-  return dispatch_tokens<T, 4>(w, x, ldx, n, y, ldy, dev, acc, s);
+    return dispatch_tokens<T, 8>(w, x, ldx, n, y, ldy, dev, acc, pdl, s);
+  return dispatch_tokens<T, 4>(w, x, ldx, n, y, ldy, dev, acc, pdl, s);
 }
 
 }  // namespace
@@ -691,7 +713,7 @@ bool mma_supported(DType t) {
 }
 
 void launch_matmul_mma(const DeviceMatrix& w, const __half* x, int64_t ldx, int n, float* y,
-                       int64_t ldy, cudaStream_t s, bool accumulate) {
+                       int64_t ldy, cudaStream_t s, bool accumulate, bool pdl) {
   DUET_CHECK_MSG(n >= 1 && n <= kMmaMaxTokens, "matmul_mma: n_tokens %d not in [1, %d]", n,
                  kMmaMaxTokens);
   DUET_CHECK_MSG(ldx % 8 == 0 && ldx >= w.n_cols && reinterpret_cast<uintptr_t>(x) % 16 == 0,
@@ -706,13 +728,13 @@ void launch_matmul_mma(const DeviceMatrix& w, const __half* x, int64_t ldx, int 
   if (w.n_rows == 0) return;
   switch (w.dtype) {
     case DType::kQ4_K:
-      return dispatch<DType::kQ4_K>(w, x, ldx, n, y, ldy, accumulate, s);
+      return dispatch<DType::kQ4_K>(w, x, ldx, n, y, ldy, accumulate, pdl, s);
     case DType::kQ5_K:
-      return dispatch<DType::kQ5_K>(w, x, ldx, n, y, ldy, accumulate, s);
+      return dispatch<DType::kQ5_K>(w, x, ldx, n, y, ldy, accumulate, pdl, s);
     case DType::kQ8_0:
-      return dispatch<DType::kQ8_0>(w, x, ldx, n, y, ldy, accumulate, s);
+      return dispatch<DType::kQ8_0>(w, x, ldx, n, y, ldy, accumulate, pdl, s);
     case DType::kQ6_K:
-      return dispatch<DType::kQ6_K>(w, x, ldx, n, y, ldy, accumulate, s);
+      return dispatch<DType::kQ6_K>(w, x, ldx, n, y, ldy, accumulate, pdl, s);
     default:
       DUET_CHECK_MSG(false, "matmul_mma: no kernel for %s weights",
                      std::string(dtype_name(w.dtype)).c_str());

@@ -27,8 +27,10 @@ bool mma_supported(DType t);
 // a CUDA graph); where it splits the K dimension over blocks it zeroes y first (cudaMemset2DAsync
 // on s) and adds with atomics, so the float sums of one call are then not in a fixed order. Needs
 // an sm_80+ device. accumulate: y[..] += the product instead (no zeroing: a caller that zeroed y
-// itself, or the residual add fused into the product).
+// itself, or the residual add fused into the product). pdl: launched programmatically (sm_90;
+// kernels/cuda/common.cuh launch_maybe_pdl): the weights of the first stages are requested before
+// the kernel waits for the previous kernel.
 void launch_matmul_mma(const DeviceMatrix& w, const __half* x, int64_t ldx, int n, float* y,
-                       int64_t ldy, cudaStream_t s, bool accumulate = false);
+                       int64_t ldy, cudaStream_t s, bool accumulate = false, bool pdl = false);
 
 }  // namespace duet::cuda::kernels
