@@ -152,6 +152,14 @@ bool attention_writes_f16() {
   return on;
 }
 
+// Batches of 9-64 rows: the o product's grid (the quantized tensor-core kernel, whole GPU) zeroes
+// the gate/up output the FFN norm's few blocks (one per row, 151 KB each at qwen2-7b) zeroed
+// before, unless DUET_MMA_ZERO=0 (A/B knob, read once).
+bool mma_zeroes() {
+  static const bool on = env_flag("DUET_MMA_ZERO", true);
+  return on;
+}
+
 // Native FP8 prompts: the RMSNorms before the fused q/k/v and gate/up products write those
 // products' E4M3 rows themselves (launch_rms_norm_fp8_rows), so the products' own quantizer
 // launches and the float rows go away. DUET_FP8_NORM_ROWS=0 turns it off (A/B knob, read once).
@@ -483,21 +491,24 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
   bool ffn_q8 = false, gu_fp8 = false, gu_f16 = false;
   const bool gu_takes_q8 = L.fused_gu ? mm->takes_q8(L.wgu.m, n) : mm->takes_q8(L.w_gate.m, n) && mm->takes_q8(L.w_up.m, n);
   if (fuse_res) {
-    if (o_q8) mm->matmul_q8(L.wo.m, n, X, d, s, /*accumulate=*/true);  // x += o
-    else if (o_f16) mm->matmul_f16(L.wo.m, n, X, d, s);                 // x += o
-    else mm->matmul(L.wo.m, A, qd, n, X, d, s, /*accumulate=*/true);
-    mark("matmul o");
     ffn_q8 = gu_takes_q8 && norm_q8_ok;
-    // Batches of 9-64 rows: the F16 input of the fused gate/up product, its output zeroed.
+    // Batches of 9-64 rows: the F16 input of the fused gate/up product, its output zeroed (by the
+    // o product's grid where that runs on the same kernel, else by the norm).
     gu_f16 = !ffn_q8 && L.fused_gu && f16_producers() && d > 1024 && d <= kRmsNormF16MaxCols &&
              mm->takes_f16(L.wgu.m, n);
+    const bool gu_zero_by_o = gu_f16 && o_f16 && mma_zeroes();
+    if (o_q8) mm->matmul_q8(L.wo.m, n, X, d, s, /*accumulate=*/true);  // x += o
+    else if (o_f16) mm->matmul_f16(L.wo.m, n, X, d, s, gu_zero_by_o ? gu.as<float>() : nullptr,
+                                   gu_zero_by_o ? int64_t(n) * 2 * ff : 0);  // x += o
+    else mm->matmul(L.wo.m, A, qd, n, X, d, s, /*accumulate=*/true);
+    mark("matmul o");
     if (skip(kSkipFfnNorm)) {
     } else if (ffn_q8) {
       launch_rms_norm_q8(X, d, fptr(L.ffn_norm), hp.rms_eps, d, n, q8.q, q8.m, pdl, s);
     } else if (gu_f16) {
       const MatmulContext::F16Input h = mm->f16_input(L.wgu.m);
-      launch_rms_norm_f16(X, nullptr, fptr(L.ffn_norm), hp.rms_eps, d, n, h.h, h.ld, gu.as<float>(), 2 * ff, 2 * ff,
-                          s, pdl);
+      launch_rms_norm_f16(X, nullptr, fptr(L.ffn_norm), hp.rms_eps, d, n, h.h, h.ld, gu.as<float>(), 2 * ff,
+                          gu_zero_by_o ? 0 : 2 * ff, s, pdl);
     } else {
       launch_rms_norm(X, d, fptr(L.ffn_norm), hp.rms_eps, d, n, XN, d, s, pdl);
     }

@@ -581,11 +581,12 @@ MatmulContext::F16Input MatmulContext::f16_input(const DeviceMatrix& w) const {
   return F16Input{impl_->xh.as<__half>(), round_up(w.n_cols, 16)};
 }
 
-void MatmulContext::matmul_f16(const DeviceMatrix& w, int n_tokens, float* y, int64_t ldy, cudaStream_t stream) {
+void MatmulContext::matmul_f16(const DeviceMatrix& w, int n_tokens, float* y, int64_t ldy, cudaStream_t stream,
+                               float* zero, int64_t zero_n) {
   DUET_CHECK_MSG(takes_f16(w, n_tokens), "matmul_f16: no F16-input product for %d tokens of %s", n_tokens,
                  std::string(dtype_name(w.dtype)).c_str());
   kernels::launch_matmul_mma(w, impl_->xh.as<__half>(), round_up(w.n_cols, 16), n_tokens, y, ldy, stream,
-                             /*accumulate=*/true, pdl() && mma_pdl_enabled());
+                             /*accumulate=*/true, pdl() && mma_pdl_enabled(), kernels::ZeroJob{zero, zero_n});
 }
 
 bool MatmulContext::takes_q8(const DeviceMatrix& w, int n_tokens) const {

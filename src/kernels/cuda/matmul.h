@@ -82,7 +82,10 @@ class MatmulContext {
   bool takes_f16(const DeviceMatrix& w, int n_tokens) const;
   F16Input f16_input(const DeviceMatrix& w) const;
   // y += W x for the n_tokens rows a producer wrote into f16_input(w) (takes_f16(w, n_tokens)).
-  void matmul_f16(const DeviceMatrix& w, int n_tokens, float* y, int64_t ldy, cudaStream_t stream);
+  // zero / zero_n: also zero[0 .. zero_n) = 0, in the same launch (16-byte aligned, zero_n % 4 ==
+  // 0): the output of a later product whose producer would otherwise zero it.
+  void matmul_f16(const DeviceMatrix& w, int n_tokens, float* y, int64_t ldy, cudaStream_t stream,
+                  float* zero = nullptr, int64_t zero_n = 0);
   // Native FP8 prompt products (cuBLASLt with per-token activation scales) read x as E4M3 rows,
   // one scale per row; a producer (launch_gated_activation_fp8_rows, ops.h) can write them into
   // fp8_rows_input(w) directly. takes_fp8_rows(w, n) says whether matmul() would quantize its

@@ -79,6 +79,8 @@ struct MmaArgs {
   int64_t ldy;
   int64_t units;  // row blocks * spr
   int accumulate;  // y += the product (else y = it; shared row blocks then need y zeroed first)
+  float4* zero;    // a side job: zero[0 .. zero4) = 0 (launch_matmul_mma's `zero`), or null
+  int64_t zero4;
 };
 
 constexpr int clamp_int(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
@@ -550,6 +552,11 @@ __global__ void __launch_bounds__(32 * W) matmul_mma_kernel(MmaArgs a) {
       cp_async_commit();
     }
   }
+  // The side job, while the prologue's copies are in flight (after the wait: an earlier kernel
+  // may still read the buffer until then).
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < a.zero4;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    a.zero[i] = make_float4(0.f, 0.f, 0.f, 0.f);
   float acc[2][N][4];
 #pragma unroll
   for (int mt = 0; mt < 2; ++mt)
@@ -638,7 +645,7 @@ int ctas_per_sm(int dev) {
 
 template <DType T, int N, int W>
 void run(const DeviceMatrix& w, const __half* x, int64_t ldx, int n, float* y, int64_t ldy, int dev,
-         bool accumulate, bool pdl, cudaStream_t s) {
+         bool accumulate, bool pdl, ZeroJob zero, cudaStream_t s) {
   using S = MmaShape<T, N, W>;
   MmaArgs a{};
   a.n_rows = w.n_rows;
@@ -654,6 +661,8 @@ void run(const DeviceMatrix& w, const __half* x, int64_t ldx, int n, float* y, i
   a.y = y;
   a.ldy = ldy;
   a.accumulate = accumulate ? 1 : 0;
+  a.zero = reinterpret_cast<float4*>(zero.p);
+  a.zero4 = zero.n / 4;
   const int64_t row_blocks = (w.n_rows + S::kRows - 1) / S::kRows;
   a.units = row_blocks * a.spr;
   // load_stage's 32-bit offsets: a row block's weight bytes, and 8N activation rows.
@@ -677,12 +686,12 @@ void run(const DeviceMatrix& w, const __half* x, int64_t ldx, int n, float* y, i
 
 template <DType T, int W>
 void dispatch_tokens(const DeviceMatrix& w, const __half* x, int64_t ldx, int n, float* y,
-                     int64_t ldy, int dev, bool acc, bool pdl, cudaStream_t s) {
+                     int64_t ldy, int dev, bool acc, bool pdl, ZeroJob z, cudaStream_t s) {
   const int tiles = (n + 7) / 8;
-  if (tiles <= 2) return run<T, 2, W>(w, x, ldx, n, y, ldy, dev, acc, pdl, s);
-  if (tiles <= 4) return run<T, 4, W>(w, x, ldx, n, y, ldy, dev, acc, pdl, s);
-  if (tiles <= 6) return run<T, 6, W>(w, x, ldx, n, y, ldy, dev, acc, pdl, s);
-  return run<T, 8, W>(w, x, ldx, n, y, ldy, dev, acc, pdl, s);
+  if (tiles <= 2) return run<T, 2, W>(w, x, ldx, n, y, ldy, dev, acc, pdl, z, s);
+  if (tiles <= 4) return run<T, 4, W>(w, x, ldx, n, y, ldy, dev, acc, pdl, z, s);
+  if (tiles <= 6) return run<T, 6, W>(w, x, ldx, n, y, ldy, dev, acc, pdl, z, s);
+  return run<T, 8, W>(w, x, ldx, n, y, ldy, dev, acc, pdl, z, s);
 }
 
 // Warps per CTA (rows per CTA = 32 * warps): 4. Two 4-warp CTAs share an SM (shared memory), so
@@ -699,11 +708,11 @@ int warps_for() {
 
 template <DType T>
 void dispatch(const DeviceMatrix& w, const __half* x, int64_t ldx, int n, float* y, int64_t ldy,
-              bool acc, bool pdl, cudaStream_t s) {
+              bool acc, bool pdl, ZeroJob z, cudaStream_t s) {
   const int dev = current_device();
   if (warps_for() == 8)
-    return dispatch_tokens<T, 8>(w, x, ldx, n, y, ldy, dev, acc, pdl, s);
-  return dispatch_tokens<T, 4>(w, x, ldx, n, y, ldy, dev, acc, pdl, s);
+    return dispatch_tokens<T, 8>(w, x, ldx, n, y, ldy, dev, acc, pdl, z, s);
+  return dispatch_tokens<T, 4>(w, x, ldx, n, y, ldy, dev, acc, pdl, z, s);
 }
 
 }  // namespace
@@ -713,7 +722,10 @@ bool mma_supported(DType t) {
 }
 
 void launch_matmul_mma(const DeviceMatrix& w, const __half* x, int64_t ldx, int n, float* y,
-                       int64_t ldy, cudaStream_t s, bool accumulate, bool pdl) {
+                       int64_t ldy, cudaStream_t s, bool accumulate, bool pdl, ZeroJob zero) {
+  DUET_CHECK_MSG(zero.n == 0 || (zero.n % 4 == 0 && reinterpret_cast<uintptr_t>(zero.p) % 16 == 0),
+                 "matmul_mma: the buffer to zero needs 16-byte alignment and a multiple of 4 floats (%lld)",
+                 (long long)zero.n);
   DUET_CHECK_MSG(n >= 1 && n <= kMmaMaxTokens, "matmul_mma: n_tokens %d not in [1, %d]", n,
                  kMmaMaxTokens);
   DUET_CHECK_MSG(ldx % 8 == 0 && ldx >= w.n_cols && reinterpret_cast<uintptr_t>(x) % 16 == 0,
@@ -728,13 +740,13 @@ void launch_matmul_mma(const DeviceMatrix& w, const __half* x, int64_t ldx, int 
   if (w.n_rows == 0) return;
   switch (w.dtype) {
     case DType::kQ4_K:
-      return dispatch<DType::kQ4_K>(w, x, ldx, n, y, ldy, accumulate, pdl, s);
+      return dispatch<DType::kQ4_K>(w, x, ldx, n, y, ldy, accumulate, pdl, zero, s);
     case DType::kQ5_K:
-      return dispatch<DType::kQ5_K>(w, x, ldx, n, y, ldy, accumulate, pdl, s);
+      return dispatch<DType::kQ5_K>(w, x, ldx, n, y, ldy, accumulate, pdl, zero, s);
     case DType::kQ8_0:
-      return dispatch<DType::kQ8_0>(w, x, ldx, n, y, ldy, accumulate, pdl, s);
+      return dispatch<DType::kQ8_0>(w, x, ldx, n, y, ldy, accumulate, pdl, zero, s);
     case DType::kQ6_K:
-      return dispatch<DType::kQ6_K>(w, x, ldx, n, y, ldy, accumulate, pdl, s);
+      return dispatch<DType::kQ6_K>(w, x, ldx, n, y, ldy, accumulate, pdl, zero, s);
     default:
       DUET_CHECK_MSG(false, "matmul_mma: no kernel for %s weights",
                      std::string(dtype_name(w.dtype)).c_str());

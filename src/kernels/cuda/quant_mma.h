@@ -29,8 +29,15 @@ bool mma_supported(DType t);
 // an sm_80+ device. accumulate: y[..] += the product instead (no zeroing: a caller that zeroed y
 // itself, or the residual add fused into the product). pdl: launched programmatically (sm_90;
 // kernels/cuda/common.cuh launch_maybe_pdl): the weights of the first stages are requested before
-// the kernel waits for the previous kernel.
+// the kernel waits for the previous kernel. zero: a side job, p[0 .. n) = 0 (16-byte aligned, n %
+// 4 == 0), done by the whole grid after that wait: the zeroed output of a later product, which a
+// small producer kernel would otherwise write alone.
+struct ZeroJob {
+  float* p = nullptr;
+  int64_t n = 0;
+};
 void launch_matmul_mma(const DeviceMatrix& w, const __half* x, int64_t ldx, int n, float* y,
-                       int64_t ldy, cudaStream_t s, bool accumulate = false, bool pdl = false);
+                       int64_t ldy, cudaStream_t s, bool accumulate = false, bool pdl = false,
+                       ZeroJob zero = {});
 
 }  // namespace duet::cuda::kernels
