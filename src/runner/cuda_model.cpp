@@ -134,6 +134,12 @@ struct DeviceLayer {
 
 const float* fptr(const DeviceBuffer& b) { return b.as<const float>(); }
 
+// Whether f holds for every matrix of a layer's q/k/v products ([q;k;v], [q;k] and v, or three).
+template <typename F>
+bool every_qkv(const DeviceLayer& L, F&& f) {
+  return L.fused_qkv ? f(L.wqkv.m) : L.fused_qk ? f(L.wqk.m) && f(L.wv.m) : f(L.wq.m) && f(L.wk.m) && f(L.wv.m);
+}
+
 // Decode attention writes the o product's int8 input (launch_attention's AttentionQ8Out) unless
 // DUET_ATTN_Q8=0 (A/B knob: the product then quantizes attention's float output itself).
 bool attention_writes_q8() {
@@ -231,6 +237,9 @@ struct CudaModel::Impl {
   // DUET_CUDA_PROFILE=1: every forward runs eagerly with an event after each op; the time
   // between consecutive events is added to that op's total (profile_report()).
   bool profile = false;
+  // Set by a layer's down product when it zeroed the next layer's q/k/v output (batches of 9-64
+  // rows, layer_forward); read and cleared by that layer's norm.
+  bool qkv_zeroed = false;
   // forward()'s per-batch host scratch, kept between calls (no allocation per decode step).
   std::vector<int32_t> seq_begin, seq_count;
   std::vector<std::pair<int, int>> output_runs;
@@ -326,6 +335,9 @@ struct CudaModel::Impl {
   }
 
   void layer_forward(uint32_t il, int n, const AttentionBatch& ab);
+  // Whether layer il's norm writes the F16 input of its q/k/v products for n rows (batches of
+  // 9-64 rows on the quantized tensor-core kernel), zeroing their output [n][q | k | v].
+  bool qkv_takes_f16(uint32_t il, int n) const;
   // The forward pass, then (greedy) the argmax of each logits row into greedy_dev.
   void run_forward(int n, int n_out, const AttentionBatch& ab, const int32_t* tokens_dev,
                    const std::vector<std::pair<int, int>>& out_runs, bool greedy);
@@ -359,6 +371,15 @@ static unsigned dbg_skip_mask() {
   return mask;
 }
 
+bool CudaModel::Impl::qkv_takes_f16(uint32_t il, int n) const {
+  const DeviceLayer& L = layers[il];
+  const int64_t d = w.hp.d_model;
+  const bool qkv_q8 =
+      d <= kRmsNormQ8MaxCols && every_qkv(L, [&](const DeviceMatrix& m) { return mm->takes_q8(m, n); });
+  return !qkv_q8 && f16_producers() && d > 1024 && d <= kRmsNormF16MaxCols &&
+         every_qkv(L, [&](const DeviceMatrix& m) { return mm->takes_f16(m, n); });
+}
+
 void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab) {
   const HParams& hp = w.hp;
   const DeviceLayer& L = layers[il];
@@ -381,19 +402,17 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
     else mm->matmul(wm, xin, ldx, n, y, ldy, s, accumulate);
   };
 
-  // Whether f holds for every matrix of the layer's q/k/v products ([q;k;v], [q;k] and v, or three).
-  auto every_qkv = [&](auto&& f) {
-    return L.fused_qkv ? f(L.wqkv.m) : L.fused_qk ? f(L.wqk.m) && f(L.wv.m) : f(L.wq.m) && f(L.wk.m) && f(L.wv.m);
-  };
   const bool norm_q8_ok = d <= kRmsNormQ8MaxCols;
-  const bool qkv_q8 = norm_q8_ok && every_qkv([&](const DeviceMatrix& m) { return mm->takes_q8(m, n); });
+  const bool qkv_q8 = norm_q8_ok && every_qkv(L, [&](const DeviceMatrix& m) { return mm->takes_q8(m, n); });
   // Native FP8 prompts: the norm writes the E4M3 rows of the fused q/k/v product's input.
   const bool qkv_fp8 = !qkv_q8 && L.fused_qkv && d > 1024 && d <= kRmsNormFp8MaxCols && fp8_norm_producer() &&
                        mm->takes_fp8_rows(L.wqkv.m, n);
   // Batches of 9-64 rows on the quantized tensor-core kernel: the norm writes the q/k/v products'
   // F16 input and zeroes their output rows (all of [q | k | v]), and the products add into them.
-  const bool qkv_f16 = !qkv_q8 && f16_producers() && d > 1024 && d <= kRmsNormF16MaxCols &&
-                       every_qkv([&](const DeviceMatrix& m) { return mm->takes_f16(m, n); });
+  const bool qkv_f16 = qkv_takes_f16(il, n);
+  const bool qkv_prezeroed = qkv_zeroed;  // by the previous layer's down product
+  qkv_zeroed = false;
+  DUET_CHECK(!qkv_prezeroed || qkv_f16);
   auto skip = [](unsigned bit) { return (dbg_skip_mask() & bit) != 0; };
   if (skip(kSkipAttnNorm)) {
   } else if (qkv_q8) {
@@ -401,7 +420,7 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
   } else if (qkv_f16) {
     const MatmulContext::F16Input h = mm->f16_input(L.fused_qkv ? L.wqkv.m : L.fused_qk ? L.wqk.m : L.wq.m);
     launch_rms_norm_f16(X, nullptr, fptr(L.attn_norm), hp.rms_eps, d, n, h.h, h.ld, qkv.as<float>(), qd + 2 * kvd,
-                        qd + 2 * kvd, s, pdl);
+                        qkv_prezeroed ? 0 : qd + 2 * kvd, s, pdl);
   } else if (qkv_fp8) {
     const MatmulContext::Fp8RowsInput f8 = mm->fp8_rows_input(L.wqkv.m);
     launch_rms_norm_fp8_rows(X, nullptr, fptr(L.attn_norm), hp.rms_eps, d, n, f8.q, f8.ld, f8.scales, s, pdl);
@@ -562,7 +581,11 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
   }
   mark("activation");
   if (down_f16) {
-    mm->matmul_f16(L.w_down.m, n, X, d, s);  // x += down
+    // The next layer's q/k/v output zeroed by this product's grid, as the o product zeroes the
+    // gate/up output (DUET_MMA_ZERO).
+    qkv_zeroed = mma_zeroes() && il + 1 < hp.n_layers && qkv_takes_f16(il + 1, n);
+    mm->matmul_f16(L.w_down.m, n, X, d, s, qkv_zeroed ? qkv.as<float>() : nullptr,
+                   qkv_zeroed ? int64_t(n) * (qd + 2 * kvd) : 0);  // x += down
     mark("matmul down");
   } else if (fuse_res) {
     product(L.w_down.m, down_q8, G, ff, X, d, true);  // x += down
