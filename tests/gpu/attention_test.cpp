@@ -413,32 +413,36 @@ TEST_F(GpuAttention, ShortContextSplits) {
   std::printf("  short-context splits: %s\n", total_bad ? "FAIL" : "ok");
 }
 
+// The decode-output tests' geometries: tensor-core (F16 head_dim 64 / 128) and SIMT (F32; F16
+// head_dim 256) decode kernels; and their batches (bound: the grid's max_kv_len, 0 the problem's
+// own).
+struct OutGeometry {
+  const char* name;
+  int n_heads, n_kv_heads, head_dim;
+  DType dtype;
+};
+const OutGeometry kOutGeoms[] = {{"g7 d128 F16", 28, 4, 128, DType::kF16},
+                                 {"g4 d64 F16", 32, 8, 64, DType::kF16},
+                                 {"g7 d128 F32", 28, 4, 128, DType::kF32},
+                                 {"g2 d256 F16", 16, 8, 256, DType::kF16}};
+struct OutBatch {
+  std::vector<Seq> seqs;
+  int bound;
+  const char* what;
+};
+
 // The int8 output for the o product (AttentionQ8Out) is, to the bit, the float output quantized
 // by launch_quantize_act_q8: written by the merge where contexts are split (also for a token of
 // the batch whose context fits one split: its row is read back from out), by the quantizer
 // launched after the decode kernel where the grid has no splits. Tensor-core (F16 head_dim 64 /
 // 128) and SIMT (F32; F16 head_dim 256) decode kernels.
 TEST_F(GpuAttention, Q8OutputMatchesQuantizedFloat) {
-  struct Geometry {
-    const char* name;
-    int n_heads, n_kv_heads, head_dim;
-    DType dtype;
-  };
-  const Geometry geoms[] = {{"g7 d128 F16", 28, 4, 128, DType::kF16},
-                            {"g4 d64 F16", 32, 8, 64, DType::kF16},
-                            {"g7 d128 F32", 28, 4, 128, DType::kF32},
-                            {"g2 d256 F16", 16, 8, 256, DType::kF16}};
-  struct Batch {
-    std::vector<Seq> seqs;
-    int bound;  // grid max_kv_len (0: the problem's own)
-    const char* what;
-  };
-  const Batch batches[] = {{{{200, 1}}, 0, "1 seq, split"},
-                           {{{5, 1}, {300, 1}, {77, 1}}, 4096, "3 seqs, split, one short"},
-                           {{{10, 1}, {20, 1}}, 0, "2 seqs, no split"}};
+  const OutBatch batches[] = {{{{200, 1}}, 0, "1 seq, split"},
+                              {{{5, 1}, {300, 1}, {77, 1}}, 4096, "3 seqs, split, one short"},
+                              {{{10, 1}, {20, 1}}, 0, "2 seqs, no split"}};
   int seed = 950;
-  for (const Geometry& g : geoms) {
-    for (const Batch& b : batches) {
+  for (const OutGeometry& g : kOutGeoms) {
+    for (const OutBatch& b : batches) {
       const Case c{g.name, g.n_heads, g.n_kv_heads, g.head_dim, 16, g.dtype, 0, b.seqs};
       const Problem p = make_problem(c, seed++);
       const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
@@ -466,28 +470,14 @@ TEST_F(GpuAttention, Q8OutputMatchesQuantizedFloat) {
 // context is one split, by the merge where it is split. 32 sequences (the batched decode it is
 // for) and 3, grids with and without splits, tensor-core and SIMT decode kernels.
 TEST_F(GpuAttention, F16OutputMatchesFloat) {
-  struct Geometry {
-    const char* name;
-    int n_heads, n_kv_heads, head_dim;
-    DType dtype;
-  };
-  const Geometry geoms[] = {{"g7 d128 F16", 28, 4, 128, DType::kF16},
-                            {"g4 d64 F16", 32, 8, 64, DType::kF16},
-                            {"g7 d128 F32", 28, 4, 128, DType::kF32},
-                            {"g2 d256 F16", 16, 8, 256, DType::kF16}};
   std::vector<Seq> s32;
   for (int s = 0; s < 32; ++s) s32.push_back({(s * 53 + 17) % 900, 1});
-  struct Batch {
-    std::vector<Seq> seqs;
-    int bound;  // grid max_kv_len (0: the problem's own)
-    const char* what;
-  };
-  const Batch batches[] = {{s32, 0, "32 seqs"},
-                           {s32, 8192, "32 seqs, split grid"},
-                           {{{5, 1}, {300, 1}, {77, 1}}, 4096, "3 seqs, split, one short"}};
+  const OutBatch batches[] = {{s32, 0, "32 seqs"},
+                              {s32, 8192, "32 seqs, split grid"},
+                              {{{5, 1}, {300, 1}, {77, 1}}, 4096, "3 seqs, split, one short"}};
   int seed = 1200;
-  for (const Geometry& g : geoms) {
-    for (const Batch& b : batches) {
+  for (const OutGeometry& g : kOutGeoms) {
+    for (const OutBatch& b : batches) {
       const Case c{g.name, g.n_heads, g.n_kv_heads, g.head_dim, 16, g.dtype, 0, b.seqs};
       const Problem p = make_problem(c, seed++);
       const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
