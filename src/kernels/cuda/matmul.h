@@ -82,8 +82,8 @@ class MatmulContext {
   bool takes_f16(const DeviceMatrix& w, int n_tokens) const;
   F16Input f16_input(const DeviceMatrix& w) const;
   // y += W x for the n_tokens rows a producer wrote into f16_input(w) (takes_f16(w, n_tokens)).
-  // zero / zero_n: also zero[0 .. zero_n) = 0, in the same launch (16-byte aligned, zero_n % 4 ==
-  // 0): the output of a later product whose producer would otherwise zero it.
+  // zero / zero_n: also zero[0 .. zero_n) = 0, in the same launch (zero 16-byte aligned): the
+  // output of a later product whose producer would otherwise zero it.
   void matmul_f16(const DeviceMatrix& w, int n_tokens, float* y, int64_t ldy, cudaStream_t stream,
                   float* zero = nullptr, int64_t zero_n = 0);
   // Native FP8 prompt products (cuBLASLt with per-token activation scales) read x as E4M3 rows,

@@ -79,8 +79,8 @@ struct MmaArgs {
   int64_t ldy;
   int64_t units;  // row blocks * spr
   int accumulate;  // y += the product (else y = it; shared row blocks then need y zeroed first)
-  float4* zero;    // a side job: zero[0 .. zero4) = 0 (launch_matmul_mma's `zero`), or null
-  int64_t zero4;
+  float* zero;     // a side job: zero[0 .. zero_n) = 0 (launch_matmul_mma's `zero`), or null
+  int64_t zero_n;
 };
 
 constexpr int clamp_int(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
@@ -554,9 +554,11 @@ __global__ void __launch_bounds__(32 * W) matmul_mma_kernel(MmaArgs a) {
   }
   // The side job, while the prologue's copies are in flight (after the wait: an earlier kernel
   // may still read the buffer until then).
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < a.zero4;
+  const int64_t zero4 = a.zero_n / 4;  // float4 stores, then the last zero_n % 4 floats
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < zero4;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    a.zero[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+    reinterpret_cast<float4*>(a.zero)[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+  if (blockIdx.x == 0 && threadIdx.x < a.zero_n - 4 * zero4) a.zero[4 * zero4 + threadIdx.x] = 0.f;
   float acc[2][N][4];
 #pragma unroll
   for (int mt = 0; mt < 2; ++mt)
@@ -661,8 +663,8 @@ void run(const DeviceMatrix& w, const __half* x, int64_t ldx, int n, float* y, i
   a.y = y;
   a.ldy = ldy;
   a.accumulate = accumulate ? 1 : 0;
-  a.zero = reinterpret_cast<float4*>(zero.p);
-  a.zero4 = zero.n / 4;
+  a.zero = zero.p;
+  a.zero_n = zero.n;
   const int64_t row_blocks = (w.n_rows + S::kRows - 1) / S::kRows;
   a.units = row_blocks * a.spr;
   // load_stage's 32-bit offsets: a row block's weight bytes, and 8N activation rows.
@@ -723,9 +725,8 @@ bool mma_supported(DType t) {
 
 void launch_matmul_mma(const DeviceMatrix& w, const __half* x, int64_t ldx, int n, float* y,
                        int64_t ldy, cudaStream_t s, bool accumulate, bool pdl, ZeroJob zero) {
-  DUET_CHECK_MSG(zero.n == 0 || (zero.n % 4 == 0 && reinterpret_cast<uintptr_t>(zero.p) % 16 == 0),
-                 "matmul_mma: the buffer to zero needs 16-byte alignment and a multiple of 4 floats (%lld)",
-                 (long long)zero.n);
+  DUET_CHECK_MSG(zero.n == 0 || reinterpret_cast<uintptr_t>(zero.p) % 16 == 0,
+                 "matmul_mma: the buffer to zero needs 16-byte alignment");
   DUET_CHECK_MSG(n >= 1 && n <= kMmaMaxTokens, "matmul_mma: n_tokens %d not in [1, %d]", n,
                  kMmaMaxTokens);
   DUET_CHECK_MSG(ldx % 8 == 0 && ldx >= w.n_cols && reinterpret_cast<uintptr_t>(x) % 16 == 0,

@@ -29,9 +29,9 @@ bool mma_supported(DType t);
 // an sm_80+ device. accumulate: y[..] += the product instead (no zeroing: a caller that zeroed y
 // itself, or the residual add fused into the product). pdl: launched programmatically (sm_90;
 // kernels/cuda/common.cuh launch_maybe_pdl): the weights of the first stages are requested before
-// the kernel waits for the previous kernel. zero: a side job, p[0 .. n) = 0 (16-byte aligned, n %
-// 4 == 0), done by the whole grid after that wait: the zeroed output of a later product, which a
-// small producer kernel would otherwise write alone.
+// the kernel waits for the previous kernel. zero: a side job, p[0 .. n) = 0 (p 16-byte aligned),
+// done by the whole grid after that wait: the zeroed output of a later product, which a small
+// producer kernel would otherwise write alone.
 struct ZeroJob {
   float* p = nullptr;
   int64_t n = 0;
