@@ -183,7 +183,7 @@ __device__ __forceinline__ void load_stage(const MmaArgs& a, uint8_t* st, int64_
   constexpr int kChunks = S::kRows * Q::kChunks16;
   static_assert(kChunks % S::kThreads == 0, "whole copies per thread");
   if constexpr ((kParts & kStageWeights) != 0) {
-  #pragma unroll
+#pragma unroll
     for (int i = 0; i < kChunks / S::kThreads; ++i) {
       const int c = threadIdx.x + i * S::kThreads;
       const int r = c / Q::kChunks16, part = c - r * Q::kChunks16;
@@ -201,7 +201,7 @@ __device__ __forceinline__ void load_stage(const MmaArgs& a, uint8_t* st, int64_
       const int64_t row = row0 + r;
       const int64_t total = a.n_rows * a.bpr;
       const int64_t first = (row * a.bpr + sb * 8) & ~int64_t{1};
-  #pragma unroll
+#pragma unroll
       for (int j = 0; j < 5; ++j) {
         const int64_t h = first + 2 * j;
         const int64_t left = row < a.n_rows ? total - h : 0;
