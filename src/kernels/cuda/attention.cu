@@ -24,8 +24,8 @@
 // before storing them and fetches the next tile's block-table entries early. Measured on the
 // H200 (2026-11-30, qwen2-7b Q4_K_M, CUDA graphs): the one-sequence decode step at ~128 keys 2.56
 // ms against 2.69 ms with DUET_ATTN_SPLIT_SHORT=0 (~4.7 us per layer); decode + merge of that
-// shape 9.0 us eager, launches included (duet_gpu_attention bench). 32 sequences at ~128 keys
-// keep the old grid (no short pieces at 896 rows); long contexts keep the old pieces or get
+// shape 9.0 us eager, launches included (duet_gpu_attention bench). Batches of more than 8
+// tokens aim at 4096 rows instead (32 sequences at ~128 keys: 4 pieces of 32 keys); long contexts keep the old pieces or get
 // shorter ones (one sequence at 4096 keys: 32 pieces of 128 keys instead of 16 of 256).
 // The tensor-core kernels round q and the softmax weights to F16 (as the CPU reference and
 // llama.cpp do); the SIMT kernels keep them in F32 (F32 caches are for exact checks).
@@ -56,6 +56,7 @@ constexpr int64_t kSplitTargetRows = 8192;  // (token, head, split) rows that fi
 // Short splits (DUET_ATTN_SPLIT_SHORT, on unless "0"): see split_plan.
 constexpr int kShortMinKeys = 32;            // the smallest short split (one warp's key tile)
 constexpr int64_t kShortTargetRows = 1024;   // (token, head, split) rows wanted from short splits
+constexpr int64_t kBatchShortTargetRows = 4096;  // the same for batches of > kDecodeMaxTokens tokens
 
 int decode_splits(int n_tokens, int n_heads, int max_kv_len) {
   const int64_t by_keys = detail::ceil_div(std::max(max_kv_len, 1), kSplitMinKeys);
@@ -80,21 +81,27 @@ bool split_short_enabled() {
 // least kShortMinKeys keys each, never longer than the long-context split of split_len keys.
 // Today's policy (decode_splits) only splits at >= 256 keys per piece, so one sequence at 128
 // keys ran on n_kv_heads blocks (4 of 132 SMs at qwen2-7b); short splits aim at
-// kShortTargetRows (token, head, piece) rows, e.g. 36 pieces for one token x 28 heads, 2 for 16
-// tokens, none from 32 tokens x 28 heads up (those grids already fill the GPU).
+// short_target_rows (token, head, piece) rows, e.g. 36 pieces for one token x 28 heads, 4 for
+// 32 tokens x 28 heads (a batch target of 4096 rows), none from 147 tokens x 28 heads up.
 struct SplitPlan {
   int grid = 1;
   int short_splits = 0;
 };
 
-// kShortTargetRows, or DUET_ATTN_SHORT_ROWS (a benchmark knob, read once).
-int64_t short_target_rows() {
-  static const int64_t v = [] {
+// The short-split target for a batch of n_tokens: kShortTargetRows for the 1-8 token batches
+// of the matrix-vector decode path, kBatchShortTargetRows above (32 sequences x 28 heads then
+// get 4 pieces of 32 keys each at ~128 keys instead of one 128-key block: measured on the H200,
+// qwen2-7b Q4_K_M, 32-sequence step 3.558 / 3.571 ms against 3.733 / 3.712 at 1024 and 3.91 at
+// 2048, session 10). DUET_ATTN_SHORT_ROWS forces one value for every batch (benchmark knob,
+// read once).
+int64_t short_target_rows(int n_tokens) {
+  static const int64_t forced = [] {
     const char* e = std::getenv("DUET_ATTN_SHORT_ROWS");
     const long long r = e && *e ? std::atoll(e) : 0;
-    return r > 0 ? static_cast<int64_t>(r) : kShortTargetRows;
+    return r > 0 ? static_cast<int64_t>(r) : int64_t{0};
   }();
-  return v;
+  if (forced > 0) return forced;
+  return n_tokens <= kernels::kDecodeMaxTokens ? kShortTargetRows : kBatchShortTargetRows;
 }
 
 SplitPlan split_plan(int n_tokens, int n_heads, int max_kv_len) {
@@ -102,7 +109,7 @@ SplitPlan split_plan(int n_tokens, int n_heads, int max_kv_len) {
   sp.grid = decode_splits(n_tokens, n_heads, max_kv_len);
   if (!split_short_enabled()) return sp;
   const int64_t rows = std::max<int64_t>(1, static_cast<int64_t>(n_tokens) * n_heads);
-  const int64_t want = std::clamp<int64_t>(short_target_rows() / rows, 1, kMaxSplits);
+  const int64_t want = std::clamp<int64_t>(short_target_rows(n_tokens) / rows, 1, kMaxSplits);
   if (want <= 1) return sp;
   sp.short_splits = static_cast<int>(want);
   // A token of n <= max_kv_len keys gets at most min(want, ceil(n / kShortMinKeys)) short pieces.
