@@ -531,6 +531,83 @@ TEST(MatmulUpload, RejectsBadInput) {
 // Q4_K + Q4_K, native and generic paths, n = 1, 2, 5, 8. Rows chosen so that both parts take
 // variant 1 (Q4_K parts of >= 1024 rows, Q6_K parts of < 1024), or for one token the preload
 // variant 4 (2304 Q4_K rows); and one pair the kernel does not take.
+// One-token K-quant products of 7B shapes through the launcher (kquant_variant 3: 8192 rows or
+// columns and more), Q4_K's there in the register-capped instance (min_blocks; 48 bytes of spills)
+// by default: within the int8-activation bound of the reference, bit-identical to the uncapped
+// instance (DUET_MATVEC_MINB=0: same arithmetic, another register allocation), and accumulating
+// adds the same sum again (y + y, exact). Both kernel paths. 8197 rows end inside a block of row
+// groups; Q6_K (never capped) checks the same bounds.
+TEST(MatvecKquantCap, LongMatricesOneToken) {
+  fail_without_device();
+  auto dev_r = query_device(0);
+  ASSERT_TRUE(dev_r.is_ok()) << dev_r.status().message();
+  const Case q4{DType::kQ4_K, Fp8Scale::kNone, "Q4_K"}, q6{DType::kQ6_K, Fp8Scale::kNone, "Q6_K"};
+  struct Shape {
+    Case c;
+    int64_t rows, cols;
+  };
+  const Shape shapes[] = {{q4, 8197, 3584}, {q4, 3584, 18944}, {q6, 3584, 18944}};
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  uint64_t seed = 4321;
+  for (const Shape& sh : shapes) {
+    const HostMatrix m = make_matrix(sh.c, sh.rows, sh.cols, seed++);
+    std::vector<float> x(sh.cols);
+    std::mt19937_64 rng(seed++);
+    std::normal_distribution<float> g(0.f, 1.f);
+    for (auto& v : x) v = g(rng);
+    std::vector<double> yref, l1;
+    reference(m, x, sh.cols, 1, &yref, &l1);
+    for (KernelPath path : {KernelPath::kNative, KernelPath::kGeneric}) {
+      DeviceInfo dev = *dev_r;
+      dev.path = path;
+      auto w = upload_matrix(m.view(), dev, Fp8Mode::kAuto);
+      ASSERT_TRUE(w.is_ok()) << w.status().message();
+      MatmulContext ctx(dev, Fp8Mode::kAuto);
+      ctx.reserve(1, sh.cols, sh.rows);
+      float* dx = nullptr;
+      float* dy = nullptr;
+      ASSERT_EQ(cudaMalloc(&dx, x.size() * 4), cudaSuccess);
+      ASSERT_EQ(cudaMalloc(&dy, sh.rows * 4), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(dx, x.data(), x.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+      // One product with `knob` set to "0" (null: the defaults); y starts as NaN unless accumulating.
+      auto run = [&](const char* knob, bool accumulate) {
+        if (knob) setenv(knob, "0", 1);
+        if (!accumulate) {
+          EXPECT_EQ(cudaMemsetAsync(dy, 0xff, sh.rows * 4, stream), cudaSuccess);
+        }
+        ctx.matmul(w->m, dx, sh.cols, 1, dy, sh.rows, stream, accumulate);
+        EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+        if (knob) unsetenv(knob);
+        std::vector<float> y(sh.rows);
+        EXPECT_EQ(cudaMemcpy(y.data(), dy, y.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+        return y;
+      };
+      const std::vector<float> yd = run(nullptr, false);
+      const std::vector<float> y2 = run(nullptr, true);
+      const std::vector<float> yu = run("DUET_MATVEC_MINB", false);
+      const auto [rel, worst] = product_errors(yd, sh.rows, yref, l1, 1, sh.rows);
+      int64_t off_cap = 0, off_acc = 0;
+      for (int64_t r = 0; r < sh.rows; ++r) {
+        off_cap += std::memcmp(&yd[r], &yu[r], 4) != 0;
+        off_acc += y2[r] != 2.0f * yd[r];
+      }
+      const char* pn = path == KernelPath::kNative ? "native" : "generic";
+      std::printf("  %s %5lld x %-5lld %-7s norm %.2e elem %.2e (<= 2e-2); %lld rows differ without the register "
+                  "cap, %lld accumulating\n",
+                  sh.c.name, (long long)sh.rows, (long long)sh.cols, pn, rel, worst, (long long)off_cap,
+                  (long long)off_acc);
+      EXPECT_LE(rel, 0.02) << sh.c.name << " " << pn;
+      EXPECT_LE(worst, 0.02) << sh.c.name << " " << pn;
+      EXPECT_EQ(off_cap, 0) << sh.c.name << " " << pn;
+      EXPECT_EQ(off_acc, 0) << sh.c.name << " " << pn;
+      cudaFree(dx);
+      cudaFree(dy);
+    }
+  }
+  cudaStreamDestroy(stream);
+}
+
 TEST(MatmulPair, EqualsSeparateLaunches) {
   fail_without_device();
   auto dev_r = query_device(0);
@@ -858,9 +935,13 @@ TEST(MatmulBench, DecodeAndPrompt) {
       {DType::kF8_E4M3, "FP8-nat", &ctx, true},
       {DType::kQ8_0, "Q8_0", &ctx, false},          {DType::kF16, "F16", &ctx, false},
       {DType::kBF16, "BF16", &ctx, false}};
+  // DUET_MATMUL_BENCH_KQUANT=only: the one-token K-quant comparison below and nothing else.
+  const char* kquant_env = std::getenv("DUET_MATMUL_BENCH_KQUANT");
+  const bool kquant_only = kquant_env != nullptr && std::strcmp(kquant_env, "only") == 0;
   std::printf("\ndecode (bytes = weight bytes per product; %% of %.0f GB/s)\n", kHbmGBs);
   std::string summary;
   for (const auto& bt : decode_types) {
+    if (kquant_only) break;
     for (auto [rows, cols] : kQwenShapes) {
       BenchMatrix b = make_bench(bt.dtype, rows, cols, pool, size_t{512} << 20);
       MatmulContext& c = *bt.ctx;
@@ -963,6 +1044,35 @@ TEST(MatmulBench, DecodeAndPrompt) {
         free_bench(b);
       }
     }
+  }
+  // DUET_MATMUL_BENCH_KQUANT=1: the one-token K-quant kernels at the launcher's defaults and
+  // without Q4_K's register cap (DUET_MATVEC_MINB=0), on the native path.
+  if (kquant_env != nullptr && dev.path == KernelPath::kNative) {
+    std::printf("\nK-quant decode, one token: defaults, DUET_MATVEC_MINB=0\n");
+    const DecodeType kq_types[] = {{DType::kQ4_K, "Q4_K", &ctx, false}, {DType::kQ6_K, "Q6_K", &ctx, false}};
+    for (const auto& bt : kq_types) {
+      for (auto [rows, cols] : kQwenShapes) {
+        BenchMatrix b = make_bench(bt.dtype, rows, cols, pool, size_t{512} << 20);
+        for (const char* cfg : {"defaults", "DUET_MATVEC_MINB"}) {
+          const bool knob = cfg[0] == 'D';
+          if (knob && bt.dtype != DType::kQ4_K) continue;
+          if (knob) setenv(cfg, "0", 1);
+          const double t = time_calls(*bt.ctx, b, x, 1, y, 30, s);
+          const double gbs = b.bytes / t / 1e9;
+          std::printf("  %-5s %6lld x %-6lld n=1  %-19s %8.1f us  %7.0f GB/s  %5.1f%%\n", bt.name, (long long)rows,
+                      (long long)cols, knob ? (std::string(cfg) + "=0").c_str() : cfg, t * 1e6, gbs,
+                      100 * gbs / kHbmGBs);
+          if (knob) unsetenv(cfg);
+        }
+        free_bench(b);
+      }
+    }
+  }
+  if (kquant_only) {
+    cudaFree(x);
+    cudaFree(y);
+    cudaStreamDestroy(s);
+    return;
   }
   // DUET_MATMUL_BENCH_MMA_SWEEP=1: the tensor-core decode kernel (matvec_mma.cu) under every
   // (tiles per CTA, warps x chunks in flight) setting of its knobs, FP8 at n = 1 and 8, BF16 at

@@ -194,7 +194,10 @@ __device__ __forceinline__ void reduce_store_rows(float (&acc)[R][NT], int n, fl
 // xq [n][kq], xm [n][kq / 32] float4 from launch_quantize_act_q8; n <= NT <= 8; y float [n][ldy].
 // Bound: memory at n = 1, goal >= 75% of HBM bandwidth on 7B-shaped matrices. Measured on the
 // H200 (launcher defaults, before programmatic launch): Q4_K 23/49/46/81%, Q6_K 30/58/56/92% at
-// 3584x3584 / 18944x3584 / 3584x18944 / 152064x3584. The 152064-row shape shows the kernel can
+// 3584x3584 / 18944x3584 / 3584x18944 / 152064x3584. Since then (2026-11-30, session 11, graph
+// replays of the quantizer and the product, matmul_test's MatmulBench): Q4_K's scales decoded by
+// byte permutes (PieceQ4K) took 71 registers instead of 96 and 152064x3584 to 85% (74-77%), the
+// register cap (min_blocks) 3584x18944 to 61%. The 152064-row shape shows the kernel can
 // stream; the others lose a fixed 5-10 us per call (activation quantizer and launch, ramp-up,
 // a partial last wave), not bandwidth. Error: that of the int8 activations (matmul_test's
 // bound); the rest is float rounding (Q6_K's stored offset, -32 d, is folded into m: exact).
@@ -281,8 +284,8 @@ __device__ __forceinline__ void kquant_rows(const QView& w, const int8_t* __rest
   if (!waited) pdl_wait();
 }
 
-template <DType T, int NT, int R, int U>
-__global__ void __launch_bounds__(kThreads) matvec_kquant_kernel(QView w, const int8_t* __restrict__ xq,
+template <DType T, int NT, int R, int U, int MinB = 0>
+__global__ void __launch_bounds__(kThreads, MinB) matvec_kquant_kernel(QView w, const int8_t* __restrict__ xq,
                                                                  const float4* __restrict__ xm, int n,
                                                                  float* __restrict__ y, int64_t ldy, bool accumulate) {
   pdl_trigger();
@@ -751,6 +754,17 @@ int kquant_variant(DType t, int64_t n_rows, int64_t n_cols, int n) {
   return n_rows >= 8192 || n_cols >= 8192 ? 3 : 1;
 }
 
+// Q4_K's variant 3 at one token is compiled twice: registers capped at 64 (8 blocks of 128
+// threads an SM; 48 bytes of spills) and uncapped (71 registers, 7 blocks). The cap measured
+// faster on the H200 (2026-11-30, qwen2-7b Q4_K_M tg128 469.5-470.0 tok/s against 462.9-463.6;
+// 3584 x 18944 61.3% of HBM bandwidth against 59.7%), so it is the default; DUET_MATVEC_MINB=0
+// takes the uncapped instance (A/B knob, read at each launch). Q6_K spills heavily under any
+// cap (80 registers: 176 bytes; 3584 x 18944 38.9% against 54.2%) and keeps its 128.
+int min_blocks() {
+  const char* e = std::getenv("DUET_MATVEC_MINB");
+  return e ? std::atoi(e) : 8;
+}
+
 // A K-quant matrix as the decode kernels read it (256 columns a block).
 QView kquant_view(const DeviceMatrix& w) {
   return QView{static_cast<const uint8_t*>(w.data), w.n_rows, w.n_cols / 256, w.row_bytes};
@@ -772,12 +786,12 @@ KquantGrid kquant_grid(const QView& v, int R) {
   return {tpr, (groups + per_block - 1) / per_block};
 }
 
-template <DType T, int NT, int R, int U>
+template <DType T, int NT, int R, int U, int MinB = 0>
 void launch_kquant(const QView& v, const int8_t* xq, const float4* xm, int n, float* y, int64_t ldy, bool accumulate,
                    bool pdl, cudaStream_t s) {
   const KquantGrid g = kquant_grid<T>(v, R);
   const dim3 block(g.tpr, kThreads / g.tpr);
-  auto kernel = matvec_kquant_kernel<T, NT, R, U>;
+  auto kernel = matvec_kquant_kernel<T, NT, R, U, MinB>;
   // One block per unit of work: capping the grid at the resident blocks (the loop in the kernel
   // supports it, DUET_MATVEC_PERSISTENT=1) measured slower on the H200 (Q4_K 3584 x 18944 48.0%
   // against 51.8% of HBM bandwidth, 152064 x 3584 70.2% against 77.2%).
@@ -799,7 +813,11 @@ void matvec_kquant_typed(const DeviceMatrix& w, const int8_t* xq, const float4* 
       case 0: return launch_kquant<T, NT, 1, 2>(v, xq, xm, n, y, ldy, accumulate, pdl, s);
       case 1: return launch_kquant<T, NT, 2, 1>(v, xq, xm, n, y, ldy, accumulate, pdl, s);
       case 2: return launch_kquant<T, NT, 2, 2>(v, xq, xm, n, y, ldy, accumulate, pdl, s);
-      case 3: return launch_kquant<T, NT, 4, 1>(v, xq, xm, n, y, ldy, accumulate, pdl, s);
+      case 3:
+        if constexpr (NT == 1 && T == DType::kQ4_K) {  // registers capped for 8 blocks an SM (min_blocks)
+          if (min_blocks() == 8) return launch_kquant<T, NT, 4, 1, 8>(v, xq, xm, n, y, ldy, accumulate, pdl, s);
+        }
+        return launch_kquant<T, NT, 4, 1>(v, xq, xm, n, y, ldy, accumulate, pdl, s);
       default:  // 4: Q4_K, one sequence (kquant_variant); other instances fall back to variant 2
         if constexpr (T == DType::kQ4_K && NT == 1)
           return launch_kquant<T, NT, 2, 4>(v, xq, xm, n, y, ldy, accumulate, pdl, s);

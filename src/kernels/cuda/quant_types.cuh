@@ -332,13 +332,23 @@ struct PieceQ4K {
       r[1][i] = (w[i] >> 4) & 0x0f0f0f0fu;
     }
     const float dd = h2f(hdr.x & 0xffff), dmin = h2f(hdr.x >> 16);
-#pragma unroll
-    for (int g = 0; g < 2; ++g) {
-      int sc, mn;
-      k_scale_min(hdr.y, hdr.z, hdr.w, 2 * (p >> 1) + g, sc, mn);
-      d[g] = dd * static_cast<float>(sc);
-      m[g] = -(dmin * static_cast<float>(mn));
-    }
+    // The piece's sub-blocks 2j and 2j + 1 (j = p / 2) have their scale bytes side by side:
+    // bytes 2 (j % 2) and 2 (j % 2) + 1 of each scales word. Both 6-bit scales and mins are
+    // unpacked at once, two bytes to a register (k_scale_min's rule for both sub-blocks; j < 2:
+    // the low 6 bits of words 0 and 1; j >= 2: low / high nibbles of word 2 below the top two
+    // bits of words 0 and 1). The byte selector and masks are lane constants (p is fixed per
+    // lane), so this is a few byte permutes and logic operations instead of two bit-field
+    // decodes; the values, hence d and m, are k_scale_min's.
+    const uint32_t sel = (p & 2) ? 0x4432u : 0x4410u;  // the two bytes, zero-extended to 16 bits
+    const uint32_t a0 = __byte_perm(hdr.y, 0, sel), a1 = __byte_perm(hdr.z, 0, sel), a2 = __byte_perm(hdr.w, 0, sel);
+    const bool lo = p < 4;
+    const uint32_t mask_a = lo ? 0x3f3fu : 0x0f0fu, mask_b = lo ? 0u : 0x3030u;
+    const uint32_t sc2 = ((lo ? a0 : a2) & mask_a) | ((a0 >> 2) & mask_b);
+    const uint32_t mn2 = ((lo ? a1 : a2 >> 4) & mask_a) | ((a1 >> 2) & mask_b);
+    d[0] = dd * static_cast<float>(sc2 & 0xffu);
+    d[1] = dd * static_cast<float>(sc2 >> 8);
+    m[0] = -(dmin * static_cast<float>(mn2 & 0xffu));
+    m[1] = -(dmin * static_cast<float>(mn2 >> 8));
   }
 };
 
