@@ -532,7 +532,7 @@ TEST(MatmulUpload, RejectsBadInput) {
 // variant 1 (Q4_K parts of >= 1024 rows, Q6_K parts of < 1024), or for one token the preload
 // variant 4 (2304 Q4_K rows); and one pair the kernel does not take.
 // One-token K-quant products of 7B shapes through the launcher (kquant_variant 3: 8192 rows or
-// columns and more), Q4_K's there in the register-capped instance (min_blocks; 48 bytes of spills)
+// columns and more), Q4_K's there in the register-capped instance (min_blocks; 64 registers)
 // by default: within the int8-activation bound of the reference, bit-identical to the uncapped
 // instance (DUET_MATVEC_MINB=0: same arithmetic, another register allocation), and accumulating
 // adds the same sum again (y + y, exact). Both kernel paths. 8197 rows end inside a block of row

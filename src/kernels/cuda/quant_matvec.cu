@@ -755,7 +755,7 @@ int kquant_variant(DType t, int64_t n_rows, int64_t n_cols, int n) {
 }
 
 // Q4_K's variant 3 at one token is compiled twice: registers capped at 64 (8 blocks of 128
-// threads an SM; 48 bytes of spills) and uncapped (71 registers, 7 blocks). The cap measured
+// threads an SM; no spills) and uncapped (71 registers, 7 blocks). The cap measured
 // faster on the H200 (2026-11-30, qwen2-7b Q4_K_M tg128 469.5-470.0 tok/s against 462.9-463.6;
 // 3584 x 18944 61.3% of HBM bandwidth against 59.7%), so it is the default; DUET_MATVEC_MINB=0
 // takes the uncapped instance (A/B knob, read at each launch). Q6_K spills heavily under any
