@@ -532,7 +532,7 @@ TEST(MatmulUpload, RejectsBadInput) {
 // variant 1 (Q4_K parts of >= 1024 rows, Q6_K parts of < 1024), or for one token the preload
 // variant 4 (2304 Q4_K rows); and one pair the kernel does not take.
 // One-token K-quant products of 7B shapes through the launcher (kquant_variant 3: 8192 rows or
-// columns and more), Q4_K's there in the register-capped instance (min_blocks; 64 registers)
+// columns and more), Q4_K's there in the register-capped instance (cap_registers; 64 registers)
 // by default: within the int8-activation bound of the reference, bit-identical to the uncapped
 // instance (DUET_MATVEC_MINB=0: same arithmetic, another register allocation), and accumulating
 // adds the same sum again (y + y, exact). Both kernel paths. 8197 rows end inside a block of row
@@ -1068,12 +1068,6 @@ TEST(MatmulBench, DecodeAndPrompt) {
       }
     }
   }
-  if (kquant_only) {
-    cudaFree(x);
-    cudaFree(y);
-    cudaStreamDestroy(s);
-    return;
-  }
   // DUET_MATMUL_BENCH_MMA_SWEEP=1: the tensor-core decode kernel (matvec_mma.cu) under every
   // (tiles per CTA, warps x chunks in flight) setting of its knobs, FP8 at n = 1 and 8, BF16 at
   // n = 2 and 8 (where MatmulContext gives it F16/BF16 products).
@@ -1106,7 +1100,8 @@ TEST(MatmulBench, DecodeAndPrompt) {
   }
   // The K-quant kernels without programmatic dependent launch after the activation quantizer
   // (DUET_MATVEC_PDL=0; the launchers use it by default on the native sm_90 path).
-  if (dev.path == KernelPath::kNative && dev.sm >= 90 && std::getenv("DUET_MATMUL_BENCH_QUICK") == nullptr) {
+  if (!kquant_only && dev.path == KernelPath::kNative && dev.sm >= 90 &&
+      std::getenv("DUET_MATMUL_BENCH_QUICK") == nullptr) {
     std::printf("\ndecode without programmatic dependent launch\n");
     setenv("DUET_MATVEC_PDL", "0", 1);
     for (const auto& bt : decode_types) {
@@ -1126,8 +1121,9 @@ TEST(MatmulBench, DecodeAndPrompt) {
     unsetenv("DUET_MATVEC_PDL");
   }
   const BenchType prompt_types[] = {{DType::kQ4_K, "Q4_K"}, {DType::kBF16, "BF16"}, {DType::kF8_E4M3, "FP8"}};
-  std::printf("\nprompt (%% of %.0f TFLOP/s bf16; FP8 against twice that)\n", kBf16Tflops);
+  if (!kquant_only) std::printf("\nprompt (%% of %.0f TFLOP/s bf16; FP8 against twice that)\n", kBf16Tflops);
   for (const auto& bt : prompt_types) {
+    if (kquant_only) break;
     for (auto [rows, cols] : kQwenShapes) {
       BenchMatrix b = make_bench(bt.dtype, rows, cols, pool, 0);
       if (bt.dtype == DType::kF8_E4M3) b.m.fp8_block_rows = rows;  // per-tensor: the cuBLASLt scale path

@@ -197,7 +197,7 @@ __device__ __forceinline__ void reduce_store_rows(float (&acc)[R][NT], int n, fl
 // 3584x3584 / 18944x3584 / 3584x18944 / 152064x3584. Since then (2026-11-30, session 11, graph
 // replays of the quantizer and the product, matmul_test's MatmulBench): Q4_K's scales decoded by
 // byte permutes (PieceQ4K) took 71 registers instead of 96 and 152064x3584 to 85% (74-77%), the
-// register cap (min_blocks) 3584x18944 to 61%. The 152064-row shape shows the kernel can
+// register cap (cap_registers) 3584x18944 to 61%. The 152064-row shape shows the kernel can
 // stream; the others lose a fixed 5-10 us per call (activation quantizer and launch, ramp-up,
 // a partial last wave), not bandwidth. Error: that of the int8 activations (matmul_test's
 // bound); the rest is float rounding (Q6_K's stored offset, -32 d, is folded into m: exact).
@@ -760,10 +760,7 @@ int kquant_variant(DType t, int64_t n_rows, int64_t n_cols, int n) {
 // 3584 x 18944 61.3% of HBM bandwidth against 59.7%), so it is the default; DUET_MATVEC_MINB=0
 // takes the uncapped instance (A/B knob, read at each launch). Q6_K spills heavily under any
 // cap (80 registers: 176 bytes; 3584 x 18944 38.9% against 54.2%) and keeps its 128.
-int min_blocks() {
-  const char* e = std::getenv("DUET_MATVEC_MINB");
-  return e ? std::atoi(e) : 8;
-}
+bool cap_registers() { return env_flag("DUET_MATVEC_MINB", true); }
 
 // A K-quant matrix as the decode kernels read it (256 columns a block).
 QView kquant_view(const DeviceMatrix& w) {
@@ -814,8 +811,8 @@ void matvec_kquant_typed(const DeviceMatrix& w, const int8_t* xq, const float4* 
       case 1: return launch_kquant<T, NT, 2, 1>(v, xq, xm, n, y, ldy, accumulate, pdl, s);
       case 2: return launch_kquant<T, NT, 2, 2>(v, xq, xm, n, y, ldy, accumulate, pdl, s);
       case 3:
-        if constexpr (NT == 1 && T == DType::kQ4_K) {  // registers capped for 8 blocks an SM (min_blocks)
-          if (min_blocks() == 8) return launch_kquant<T, NT, 4, 1, 8>(v, xq, xm, n, y, ldy, accumulate, pdl, s);
+        if constexpr (NT == 1 && T == DType::kQ4_K) {  // registers capped for 8 blocks an SM (cap_registers)
+          if (cap_registers()) return launch_kquant<T, NT, 4, 1, 8>(v, xq, xm, n, y, ldy, accumulate, pdl, s);
         }
         return launch_kquant<T, NT, 4, 1>(v, xq, xm, n, y, ldy, accumulate, pdl, s);
       default:  // 4: Q4_K, one sequence (kquant_variant); other instances fall back to variant 2
