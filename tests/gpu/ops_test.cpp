@@ -628,8 +628,17 @@ TEST_F(GpuOps, QkvRopeCache) {
   }
 }
 
+// Both argmax kernels (the one-block one, and on sm_90 the cluster one), vocabularies whose rows
+// are and are not 16-byte aligned (151939), and one of fewer logits than the cluster's blocks (7).
 TEST_F(GpuOps, Argmax) {
-  for (int64_t vocab : {int64_t{151936}, int64_t{32000}, int64_t{7}, int64_t{262144}}) {
+  set_argmax_path(ArgmaxPath::kAuto);
+  std::vector<std::pair<int64_t, ArgmaxPath>> runs;
+  for (int64_t vocab : {int64_t{151936}, int64_t{32000}, int64_t{7}, int64_t{262144}, int64_t{151939}}) {
+    runs.push_back({vocab, ArgmaxPath::kBlock});
+    if (argmax_path() == ArgmaxPath::kCluster) runs.push_back({vocab, ArgmaxPath::kCluster});
+  }
+  for (const auto& [vocab, path] : runs) {
+    set_argmax_path(path);
     const int rows = 6;
     std::vector<float> l = randn(rows * vocab, 3.0f, 16);
     // Ties: row 1 has its maximum twice (the lower index wins), row 2 at the last index.
@@ -643,8 +652,10 @@ TEST_F(GpuOps, Argmax) {
     Dev<int32_t> dout(rows);
     launch_argmax(dl.p, rows, vocab, dout.p, nullptr);
     const auto got = dout.get();
-    report("argmax", "vocab " + std::to_string(vocab) + " x 6", 0, 0, got != ref);
+    report(path == ArgmaxPath::kCluster ? "argmax cluster" : "argmax block", "vocab " + std::to_string(vocab) + " x 6",
+           0, 0, got != ref);
   }
+  set_argmax_path(ArgmaxPath::kAuto);
 }
 
 // The CPU Sampler's kept set for one row (sorted by decreasing probability) and probabilities.

@@ -610,6 +610,7 @@ __global__ void __launch_bounds__(kDtThreads, 4) attention_decode_tc_kernel(Attn
 // AttentionQ8Out rows instead, every token's (a one-split token's row read back from out): each
 // warp's 32 dims are one quantization group (head_dim and head offsets are multiples of 32), so
 // the o product's quantizer needs no launch of its own.
+constexpr int kMergeBatch = 8;
 __global__ void attention_merge_kernel(AttnArgs a, int head_dim) {
   // Lets the next kernel (the o product, launched programmatically on sm_90) start while this
   // one finishes; waits for the decode kernel's partials when launched programmatically.
@@ -628,14 +629,35 @@ __global__ void attention_merge_kernel(AttnArgs a, int head_dim) {
     v = a.out[static_cast<int64_t>(t) * a.ldo + col];
   } else {
     const float* pp = a.part + (static_cast<int64_t>(t) * a.n_heads + head) * a.max_splits * (head_dim + 2);
+    // Pieces in batches of kMergeBatch, every load of a batch issued before the first use (one L2
+    // round trip a batch, not one or two a piece); the sums still run over s in order.
     float mx = -INFINITY;
-    for (int s = 0; s < n_splits; ++s) mx = fmaxf(mx, pp[s * (head_dim + 2) + head_dim]);
+    for (int s0 = 0; s0 < n_splits; s0 += kMergeBatch) {
+      float pm[kMergeBatch];
+#pragma unroll
+      for (int j = 0; j < kMergeBatch; ++j)
+        pm[j] = s0 + j < n_splits ? pp[(s0 + j) * (head_dim + 2) + head_dim] : -INFINITY;
+#pragma unroll
+      for (int j = 0; j < kMergeBatch; ++j) mx = fmaxf(mx, pm[j]);
+    }
     float L = 0.0f, O = 0.0f;
-    for (int s = 0; s < n_splits; ++s) {
-      const float* ps = pp + s * (head_dim + 2);
-      const float f = expf(ps[head_dim] - mx);
-      L += ps[head_dim + 1] * f;
-      O += ps[d] * f;
+    for (int s0 = 0; s0 < n_splits; s0 += kMergeBatch) {
+      float pm[kMergeBatch], pl[kMergeBatch], po[kMergeBatch];
+#pragma unroll
+      for (int j = 0; j < kMergeBatch; ++j) {
+        const bool ok = s0 + j < n_splits;
+        const float* ps = pp + (s0 + j) * (head_dim + 2);
+        pm[j] = ok ? ps[head_dim] : 0.0f;
+        pl[j] = ok ? ps[head_dim + 1] : 0.0f;
+        po[j] = ok ? ps[d] : 0.0f;
+      }
+#pragma unroll
+      for (int j = 0; j < kMergeBatch; ++j)
+        if (s0 + j < n_splits) {
+          const float f = expf(pm[j] - mx);
+          L += pl[j] * f;
+          O += po[j] * f;
+        }
     }
     v = O / L;
     if (a.q8 == nullptr) {
@@ -1395,32 +1417,11 @@ bool env_wants_generic_prompt() {
   return v;
 }
 
-// Whether the current device has compute capability >= min_major and `kernel`'s code was built
-// for it (ptxVersion >= min_ptx: not JIT-compiled from older PTX). Cached per device in the
-// caller's pair of bit sets (bit = device ordinal); the first query of a device must happen
-// outside graph capture, like the shared-memory opt-ins.
-template <typename Kernel>
-bool device_runs(Kernel* kernel, int min_major, int min_ptx, std::atomic<uint64_t>& known,
-                 std::atomic<uint64_t>& ok) {
-  int dev = 0;
-  DUET_CUDA_CHECK(cudaGetDevice(&dev));
-  const uint64_t bit = uint64_t{1} << (dev & 63);
-  if (!(known.load(std::memory_order_acquire) & bit)) {
-    int major = 0;
-    DUET_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-    cudaFuncAttributes fa{};
-    DUET_CUDA_CHECK(cudaFuncGetAttributes(&fa, kernel));
-    if (major >= min_major && fa.ptxVersion >= min_ptx) ok.fetch_or(bit, std::memory_order_release);
-    known.fetch_or(bit, std::memory_order_release);
-  }
-  return ok.load(std::memory_order_acquire) & bit;
-}
-
 // Whether the current device can run attention_prompt_mma_kernel (sm_80+ code; built for sm_70
 // its body is a trap). Queried on the device's first launch.
 bool device_has_mma_prompt() {
   static std::atomic<uint64_t> known{0}, ok{0};
-  return device_runs(attention_prompt_mma_kernel<128, 4, 3>, 8, 80, known, ok);
+  return detail::device_runs(attention_prompt_mma_kernel<128, 4, 3>, 8, 80, known, ok);
 }
 
 // Tuning knob, read once per process: DUET_ATTN_MMA_VARIANT picks the block shape of the
@@ -1529,7 +1530,7 @@ void launch_by_dim(const AttnArgs& a, int n_tokens, int n_seqs, int max_seq_toke
 // pdl_wait is compiled only for sm_90+). Queried on the device's first launch.
 bool device_has_merge_pdl() {
   static std::atomic<uint64_t> known{0}, ok{0};
-  return device_runs(attention_merge_kernel, 9, 90, known, ok);
+  return detail::device_runs(attention_merge_kernel, 9, 90, known, ok);
 }
 
 // The merge launch is programmatic where the device allows it, short splits are on, and

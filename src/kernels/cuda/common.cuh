@@ -2,14 +2,15 @@
 // warp/block reductions, F16 <-> F32 vector loads, ggml's expf, launch-size arithmetic.
 // Header-only, device code plus a few host helpers; no state. Everything here uses only what
 // sm_70 has (warp shuffles, __half conversions), so every kernel built on it runs on a V100,
-// except the cp.async helpers (sm_80+, empty below) and the programmatic-launch pair (sm_90+,
-// no-ops below).
+// except the cp.async helpers (sm_80+, empty below), the programmatic-launch pair (sm_90+,
+// no-ops below) and the thread-block cluster helpers (sm_90+, empty below).
 #pragma once
 
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -268,6 +269,57 @@ __device__ __forceinline__ void load_as_float(const T* p, float* out) {
       }
     }
   }
+}
+
+// Thread-block clusters (sm_90, PTX ISA 7.8): only for kernels launched with cluster dimensions,
+// in code compiled for sm_90+ (the helpers are empty below that).
+
+// Every thread of every block of the cluster arrives (release) and waits (acquire): shared
+// memory written before the barrier by any block is visible after it to the whole cluster.
+__device__ __forceinline__ void cluster_sync() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+#endif
+}
+
+// The 4-byte value (float, int32_t, ...) at this block's shared address p, read from the shared
+// memory of cluster block `rank`.
+template <typename T>
+__device__ __forceinline__ T cluster_load(const T* p, unsigned rank) {
+  static_assert(sizeof(T) == 4, "4-byte values");
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const unsigned local = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  unsigned remote, bits;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(rank));
+  asm volatile("ld.shared::cluster.b32 %0, [%1];" : "=r"(bits) : "r"(remote) : "memory");
+  T v;
+  memcpy(&v, &bits, 4);
+  return v;
+#else
+  (void)p, (void)rank;
+  return T{};
+#endif
+}
+
+// Whether the current device has compute capability >= min_major and `kernel`'s code was built
+// for it (ptxVersion >= min_ptx: not JIT-compiled from older PTX). Cached per device in the
+// caller's pair of bit sets (bit = device ordinal); the first query of a device must happen
+// outside graph capture, like the shared-memory opt-ins.
+template <typename Kernel>
+inline bool device_runs(Kernel* kernel, int min_major, int min_ptx, std::atomic<uint64_t>& known,
+                        std::atomic<uint64_t>& ok) {
+  int dev = 0;
+  DUET_CUDA_CHECK(cudaGetDevice(&dev));
+  const uint64_t bit = uint64_t{1} << (dev & 63);
+  if (!(known.load(std::memory_order_acquire) & bit)) {
+    int major = 0;
+    DUET_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    cudaFuncAttributes fa{};
+    DUET_CUDA_CHECK(cudaFuncGetAttributes(&fa, kernel));
+    if (major >= min_major && fa.ptxVersion >= min_ptx) ok.fetch_or(bit, std::memory_order_release);
+    known.fetch_or(bit, std::memory_order_release);
+  }
+  return ok.load(std::memory_order_acquire) & bit;
 }
 
 }  // namespace duet::cuda::detail

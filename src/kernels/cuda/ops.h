@@ -49,7 +49,15 @@ void launch_kv_write(const PagedKvCache& kv, const AttentionBatch& batch, const 
                      int64_t ldv, cudaStream_t stream);
 
 // out[r] = index of the largest of logits[r * vocab .. + vocab) (lowest index on ties), r < n_rows.
+// One block per row, or on sm_90 a cluster of 8 blocks per row (ArgmaxPath; same result).
 void launch_argmax(const float* logits, int n_rows, int64_t vocab, int32_t* out, cudaStream_t stream);
+// Which argmax kernel launch_argmax runs. kAuto: kCluster where the device runs it (sm_90 code)
+// unless DUET_ARGMAX_CLUSTER=0 (read once per process), else kBlock. set_argmax_path is a
+// process-wide override for tests and benchmarks (kBlock forces the one-block kernel; kAuto or
+// kCluster restores the default); argmax_path says what the next launch on this device runs.
+enum class ArgmaxPath { kAuto, kBlock, kCluster };
+void set_argmax_path(ArgmaxPath path);
+ArgmaxPath argmax_path();
 
 // --- Additions (kernels/cuda owns these; the launchers above keep their signatures). ---
 

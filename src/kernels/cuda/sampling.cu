@@ -1,7 +1,12 @@
 // Greedy argmax and the GPU sampler (launch_argmax, launch_sample; contracts and the semantics
 // against the CPU Sampler in ops.h). One block of 1024 threads per logits row; no scratch memory:
 // top-k and top-p cuts are found by bisection over the order-preserving integer keys of the
-// scaled logits instead of a sort. Runs on the caller's stream; no allocation, no sync.
+// scaled logits instead of a sort. On sm_90 the argmax splits each row over a cluster of 8 blocks
+// instead (argmax_cluster_kernel: one block's pass over 152k logits cost ~23 us of a one-sequence
+// decode step). Runs on the caller's stream; no allocation, no sync.
+#include <atomic>
+
+#include "base/env.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ops.h"
 
@@ -75,6 +80,77 @@ __global__ void __launch_bounds__(kThreads) argmax_kernel(const float* logits, i
   __shared__ ValIdx red[kWarps];
   const ValIdx b = block_argmax(logits + static_cast<int64_t>(blockIdx.x) * vocab, vocab, red);
   if (threadIdx.x == 0) out[blockIdx.x] = b.i;
+}
+
+constexpr int kArgmaxCluster = 8;  // blocks per row (one cluster; the portable cluster size)
+constexpr int kArgmaxThreads = 512;
+
+// Argmax of a row split over a thread-block cluster (sm_90; grid n_rows x 8 blocks along x,
+// clusters of (8, 1, 1), so cluster rank = blockIdx.x % 8 and row = blockIdx.x / 8). Block c takes
+// the c-th slice of ceil(vocab / 8) rounded up to 4 logits (float4 loads, 4 in flight a thread,
+// where the row is 16-byte aligned), reduces it with better() like block_argmax, and block 0 of
+// the cluster reduces the 8 results through distributed shared memory. better() orders (value,
+// index) pairs totally, so the result is the first maximum however the row is cut.
+__global__ void __launch_bounds__(kArgmaxThreads) argmax_cluster_kernel(const float* logits, int64_t vocab,
+                                                                        int32_t* out) {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ < 900
+  __trap();  // never launched below sm_90 (use_argmax_cluster)
+#else
+  __shared__ ValIdx red[kArgmaxThreads / 32];
+  __shared__ float block_v;
+  __shared__ int32_t block_i;
+  const int64_t r = blockIdx.x / kArgmaxCluster;
+  const int c = static_cast<int>(blockIdx.x % kArgmaxCluster);
+  const float* row = logits + r * vocab;
+  const int64_t slice = ((vocab + kArgmaxCluster - 1) / kArgmaxCluster + 3) & ~int64_t{3};
+  const int64_t b = min(vocab, c * slice), e = min(vocab, b + slice);
+  ValIdx best{-INFINITY, 0x7fffffff};
+  auto take = [&](float v, int64_t i) {
+    const ValIdx x{v, static_cast<int32_t>(i)};
+    if (better(x, best) || best.i == 0x7fffffff) best = x;
+  };
+  int64_t tail = b;
+  if ((reinterpret_cast<uintptr_t>(row) & 15) == 0) {  // b is a multiple of 4: row + b is aligned too
+    const int64_t e4 = b + ((e - b) & ~int64_t{3});
+#pragma unroll 4
+    for (int64_t i = b + 4 * threadIdx.x; i < e4; i += 4 * kArgmaxThreads) {
+      const float4 v = *reinterpret_cast<const float4*>(row + i);
+      take(v.x, i), take(v.y, i + 1), take(v.z, i + 2), take(v.w, i + 3);
+    }
+    tail = e4;
+  }
+  for (int64_t i = tail + threadIdx.x; i < e; i += kArgmaxThreads) take(row[i], i);
+  best = warp_best(best);
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = best;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    best = threadIdx.x < kArgmaxThreads / 32 ? red[threadIdx.x] : ValIdx{-INFINITY, 0x7fffffff};
+    best = warp_best(best);
+    if (threadIdx.x == 0) block_v = best.v, block_i = best.i;
+  }
+  detail::cluster_sync();
+  if (c == 0 && threadIdx.x < 32) {
+    best = ValIdx{-INFINITY, 0x7fffffff};
+    if (threadIdx.x < kArgmaxCluster)
+      best = ValIdx{detail::cluster_load(&block_v, threadIdx.x), detail::cluster_load(&block_i, threadIdx.x)};
+    best = warp_best(best);
+    if (threadIdx.x == 0) out[r] = best.i;
+  }
+  detail::cluster_sync();  // block 0 has read the others' results
+#endif
+}
+
+std::atomic<int> g_argmax_override{static_cast<int>(ArgmaxPath::kAuto)};
+
+// The cluster argmax where the device runs it (sm_90 code), unless set_argmax_path forced the
+// block kernel or DUET_ARGMAX_CLUSTER=0 (read once per process; A/B knob). The first query of a
+// device happens on its first (eager) launch.
+bool use_argmax_cluster() {
+  static const bool env_on = env_flag("DUET_ARGMAX_CLUSTER", true);
+  if (static_cast<ArgmaxPath>(g_argmax_override.load(std::memory_order_relaxed)) == ArgmaxPath::kBlock || !env_on)
+    return false;
+  static std::atomic<uint64_t> known{0}, ok{0};
+  return detail::device_runs(argmax_cluster_kernel, 9, 90, known, ok);
 }
 
 // Block per row: temperature -> top-k -> top-p -> draw (see ops.h). Passes over the row: 1 (max),
@@ -181,9 +257,28 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const float* logits, i
 
 void launch_argmax(const float* logits, int n_rows, int64_t vocab, int32_t* out, cudaStream_t stream) {
   if (n_rows <= 0) return;
-  argmax_kernel<<<static_cast<unsigned>(n_rows), kThreads, 0, stream>>>(logits, vocab, out);
+  if (use_argmax_cluster()) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(static_cast<unsigned>(n_rows) * kArgmaxCluster);
+    cfg.blockDim = dim3(kArgmaxThreads);
+    cfg.stream = stream;
+    cudaLaunchAttribute attr = {};
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = kArgmaxCluster;
+    attr.val.clusterDim.y = 1;
+    attr.val.clusterDim.z = 1;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    DUET_CUDA_CHECK(cudaLaunchKernelEx(&cfg, argmax_cluster_kernel, logits, vocab, out));
+  } else {
+    argmax_kernel<<<static_cast<unsigned>(n_rows), kThreads, 0, stream>>>(logits, vocab, out);
+  }
   DUET_CUDA_CHECK_LAUNCH();
 }
+
+void set_argmax_path(ArgmaxPath path) { g_argmax_override.store(static_cast<int>(path), std::memory_order_relaxed); }
+
+ArgmaxPath argmax_path() { return use_argmax_cluster() ? ArgmaxPath::kCluster : ArgmaxPath::kBlock; }
 
 void launch_sample(const float* logits, int n_rows, int64_t vocab, const SamplingRow* rows, int32_t* out,
                    cudaStream_t stream) {
