@@ -12,7 +12,10 @@
 // block shapes; attention.cu). ShortContextSplits runs decode rows of 1..300 keys (one and 32
 // sequences, exact and graph-padded grid bounds) through the short splits, and
 // GraphReplayLongerContext replays a captured decode launch at longer contexts than at capture
-// (DUET_ATTN_SPLIT_SHORT=0 runs both through the previous split policy). Then a benchmark
+// (DUET_ATTN_SPLIT_SHORT=0 runs both through the previous split policy). Batches of more than 8
+// tokens at short grid bounds take whole contexts per decode block, 4 tiles at a time (32
+// sequences in ShortContextSplits and F16OutputMatchesFloat; DUET_ATTN_GROUPS=1, 2 or 4 runs
+// every decode row through one form). Then a benchmark
 // printout (not pass/fail): decode K/V bandwidth (short contexts too, with a graph's grid bound)
 // and prompt TFLOP/s of both prompt paths. Needs a CUDA device.
 #include <cuda_runtime.h>
@@ -470,9 +473,11 @@ TEST_F(GpuAttention, Q8OutputMatchesQuantizedFloat) {
 // context is one split, by the merge where it is split. 32 sequences (the batched decode it is
 // for) and 3, grids with and without splits, tensor-core and SIMT decode kernels.
 TEST_F(GpuAttention, F16OutputMatchesFloat) {
-  std::vector<Seq> s32;
+  std::vector<Seq> s32, s32short;
   for (int s = 0; s < 32; ++s) s32.push_back({(s * 53 + 17) % 900, 1});
+  for (int s = 0; s < 32; ++s) s32short.push_back({(s * 37 + 5) % 300, 1});  // whole contexts per block (decode_groups)
   const OutBatch batches[] = {{s32, 0, "32 seqs"},
+                              {s32short, 0, "32 seqs, short"},
                               {s32, 8192, "32 seqs, split grid"},
                               {{{5, 1}, {300, 1}, {77, 1}}, 4096, "3 seqs, split, one short"}};
   int seed = 1200;

@@ -9,7 +9,8 @@
 //     WMMA tensor cores for F16 caches at head_dim <= 128, FP32 SIMT for the rest;
 //   - decode: one query token per block with all query heads of a KV-head group together so K/V
 //     are read once per group, the context optionally split over several blocks; tensor cores
-//     (group <= 16, F16, head_dim <= 128) or FP32 SIMT;
+//     (group <= 16, F16, head_dim <= 128; batches of 9-64 tokens at short contexts take a whole
+//     context per block, 4 tiles at a time, see decode_groups) or FP32 SIMT;
 //   - merge: combines the split partial results (scratch from AttentionBatch::scratch).
 // Short splits (DUET_ATTN_SPLIT_SHORT; "0" restores the previous split policy and plain merge
 // launch, read once; the tile-load batching below stays either way): decode splits used to start
@@ -42,6 +43,7 @@
 #include <mma.h>
 
 #include "base/check.h"
+#include "base/env.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/quant_kernels.cuh"
@@ -130,6 +132,8 @@ struct AttnArgs {
   const int32_t* seq_token_begin;
   const int32_t* seq_n_tokens;
   bool only_single;  // decode/merge: skip tokens whose sequence has several tokens in the batch
+  bool early_kv;     // tensor-core decode: metadata and older keys read before pdl_wait (use_early_kv)
+  bool decode_q8;    // the grouped decode kernel wrote the int8 rows of one-piece tokens (merge: skip them)
   const float* q;
   int64_t ldq;
   int n_heads;
@@ -408,9 +412,191 @@ struct DtShape {
   static constexpr size_t kSBytes = size_t{16} * kSRow * 4;
   static constexpr size_t kPBytes = size_t{16} * kPRow * 2;
   static constexpr size_t kOBytes = size_t{16} * kORow * 4;
-  static constexpr size_t kSmemBytes = kQBytes + 2 * kKvBytes + kSBytes + kPBytes + kOBytes;
-  static_assert(kQBytes % 32 == 0 && kKvBytes % 32 == 0 && kSBytes % 32 == 0 && kPBytes % 32 == 0, "alignment");
+  static constexpr size_t kGroupBytes = 2 * kKvBytes + kSBytes + kPBytes + kOBytes;  // one group's buffers
+  static constexpr size_t smem_bytes(int groups) { return kQBytes + groups * kGroupBytes; }
+  static_assert(kQBytes % 32 == 0 && kKvBytes % 32 == 0 && kSBytes % 32 == 0 && kPBytes % 32 == 0 &&
+                    kGroupBytes % 32 == 0,
+                "alignment");
 };
+
+// A decode block's piece of its token's keys: [k0, k1) of split blockIdx.z; skip: the block has
+// nothing to do (a key range past the token's last piece, or a multi-token sequence's token in
+// a mixed batch, which the prompt kernel takes).
+struct DecodePiece {
+  int t, seq, pos, k0, k1, n_splits;
+  bool skip;
+};
+__device__ __forceinline__ DecodePiece decode_piece(const AttnArgs& a) {
+  DecodePiece pc;
+  pc.t = blockIdx.x;
+  pc.seq = a.seq_ids[pc.t];
+  pc.pos = a.positions[pc.t];
+  const int kb = window_begin(pc.pos, a.window), ke = pc.pos + 1;
+  const int split_len = token_split_len(a, ke - kb);
+  pc.k0 = kb + static_cast<int>(blockIdx.z) * split_len;
+  pc.k1 = min(ke, pc.k0 + split_len);
+  pc.n_splits = (ke - kb + split_len - 1) / split_len;
+  pc.skip = (a.only_single && a.seq_n_tokens[pc.seq] != 1) || pc.k0 >= ke;
+  return pc;
+}
+
+// Element offset of key p of KV head kvh in the cache, through the sequence's block table.
+template <int D>
+__device__ __forceinline__ int64_t key_offset(const AttnArgs& a, const int32_t* table, int kvh, int p) {
+  const int32_t blk = table[p / a.kv_block_size];
+  return ((static_cast<int64_t>(blk) * a.n_kv_heads + kvh) * a.kv_block_size + p % a.kv_block_size) * D;
+}
+
+// q's rows of query heads h0 .. h0 + group - 1 of token t into shared memory as F16, times the
+// score scale (16 rows, zero past the group), by threads tid of n.
+template <int D>
+__device__ __forceinline__ void stage_q(const AttnArgs& a, int t, int h0, __half* qs, int tid, int n) {
+  using S = DtShape<D>;
+  for (int i = tid; i < 16 * (D / 4); i += n) {
+    const int r = i / (D / 4), c4 = i - r * (D / 4);
+    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (r < a.group)
+      v = *reinterpret_cast<const float4*>(a.q + static_cast<int64_t>(t) * a.ldq + static_cast<int64_t>(h0 + r) * D +
+                                           4 * c4);
+    __half2* dst = reinterpret_cast<__half2*>(&qs[r * S::kRow + 4 * c4]);
+    dst[0] = __floats2half2_rn(v.x * a.scale, v.y * a.scale);
+    dst[1] = __floats2half2_rn(v.z * a.scale, v.w * a.scale);
+  }
+}
+
+// K and V of the 64-key tile at tile0 into shared memory rows (ks, vs; kRow halves apart) by the
+// tile's 128 threads (thread lt), from the element offsets koff (-1: past the piece, zero-filled
+// without a load). Every load is issued before the first store (kIters x 2 16-byte loads per
+// thread, 64 registers at head_dim 128): one memory round trip per tile, not one per iteration of
+// a rolled loop; mid() runs while they are in flight. Before the producer is waited for
+// (!waited, early_kv) the key at pos is left zero: stage_pos_kv fills it after the wait.
+template <int D, typename Mid>
+__device__ __forceinline__ void stage_tile_kv(const __half* kc, const __half* vc, const int64_t* koff, __half* ks,
+                                              __half* vs, int tile0, int pos, bool waited, int lt, Mid mid) {
+  using S = DtShape<D>;
+  constexpr int kChunks = D / 8;
+  constexpr int kIters = kDtKeys * kChunks / kDtThreads;
+  static_assert(kDtKeys * kChunks % kDtThreads == 0, "whole iterations");
+  uint4 kv4[kIters], vv4[kIters];
+#pragma unroll
+  for (int it = 0; it < kIters; ++it) {
+    const int i = lt + it * kDtThreads;
+    const int c = i / kChunks, c8 = i - c * kChunks;
+    const int64_t o = koff[c];
+    kv4[it] = make_uint4(0, 0, 0, 0);
+    vv4[it] = make_uint4(0, 0, 0, 0);
+    if (o >= 0 && (waited || tile0 + c != pos)) {  // before the wait: older keys only
+      kv4[it] = __ldg(reinterpret_cast<const uint4*>(kc + o) + c8);
+      vv4[it] = __ldg(reinterpret_cast<const uint4*>(vc + o) + c8);
+    }
+  }
+  mid();
+#pragma unroll
+  for (int it = 0; it < kIters; ++it) {
+    const int i = lt + it * kDtThreads;
+    const int c = i / kChunks, c8 = i - c * kChunks;
+    *reinterpret_cast<uint4*>(&ks[c * S::kRow + 8 * c8]) = kv4[it];
+    *reinterpret_cast<uint4*>(&vs[c * S::kRow + 8 * c8]) = vv4[it];
+  }
+}
+
+// The key at pos of the tile staged before the wait (written by the producer): each chunk by the
+// thread that stored its zeros in stage_tile_kv (no two writers of one address).
+template <int D>
+__device__ __forceinline__ void stage_pos_kv(const __half* kc, const __half* vc, const int64_t* koff, __half* ks,
+                                             __half* vs, int tile0, int pos, int lt) {
+  using S = DtShape<D>;
+  constexpr int kChunks = D / 8;
+  constexpr int kIters = kDtKeys * kChunks / kDtThreads;
+#pragma unroll
+  for (int it = 0; it < kIters; ++it) {
+    const int i = lt + it * kDtThreads;
+    const int c = i / kChunks, c8 = i - c * kChunks;
+    const int64_t o = koff[c];
+    if (o >= 0 && tile0 + c == pos) {
+      *reinterpret_cast<uint4*>(&ks[c * S::kRow + 8 * c8]) = *(reinterpret_cast<const uint4*>(kc + o) + c8);
+      *reinterpret_cast<uint4*>(&vs[c * S::kRow + 8 * c8]) = *(reinterpret_cast<const uint4*>(vc + o) + c8);
+    }
+  }
+}
+
+// One 64-key tile of the tensor-core decode kernels, once q, K and V are in shared memory and
+// visible to the tile's 128 threads (thread lt, warp = lt / 32; `sync` is their barrier): scores
+// on tensor cores, the online softmax update of (m, l) per row (F16 weights, F32 statistics), the
+// rescale of the F32 output rows in shared memory and O += P V. Ends with a barrier, so the
+// caller may overwrite the tile's buffers.
+template <int D, typename Sync>
+__device__ __forceinline__ void decode_tile(const __half* qs, const __half* ks, const __half* vs, float* ss, __half* ps,
+                                            float* os, float* row_alpha, int tile0, int k1, int lt, float& m, float& l,
+                                            Sync sync) {
+  namespace wmma = nvcuda::wmma;
+  using S = DtShape<D>;
+  const int warp = lt >> 5;
+  const int my_row = lt >> 3, my_part = lt & 7;  // softmax: 8 threads per row, 8 columns each
+  {  // Scores of keys 16 warp .. + 15 for the 16 rows.
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+    wmma::fill_fragment(acc, 0.0f);
+#pragma unroll
+    for (int kk = 0; kk < D; kk += 16) {
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> fa;
+      wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> fb;
+      wmma::load_matrix_sync(fa, qs + kk, S::kRow);
+      wmma::load_matrix_sync(fb, ks + 16 * warp * S::kRow + kk, S::kRow);
+      wmma::mma_sync(acc, fa, fb, acc);
+    }
+    wmma::store_matrix_sync(ss + 16 * warp, acc, S::kSRow, wmma::mem_row_major);
+  }
+  sync();
+  {  // Online softmax, row my_row, columns 8 my_part .. + 7.
+    const float* srow = ss + my_row * S::kSRow + 8 * my_part;
+    const int key0 = tile0 + 8 * my_part;
+    float mx = -INFINITY;
+#pragma unroll
+    for (int c = 0; c < 8; ++c)
+      if (key0 + c < k1) mx = fmaxf(mx, srow[c]);
+#pragma unroll
+    for (int o = 4; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(detail::kFullMask, mx, o));
+    const float mnew = fmaxf(m, mx);  // finite: every tile has at least one key
+    float sum = 0.0f;
+    __half* prow = ps + my_row * S::kPRow + 8 * my_part;
+#pragma unroll
+    for (int c = 0; c < 8; c += 2) {
+      const float e0 = key0 + c < k1 ? expf(srow[c] - mnew) : 0.0f;
+      const float e1 = key0 + c + 1 < k1 ? expf(srow[c + 1] - mnew) : 0.0f;
+      const __half2 h = __floats2half2_rn(e0, e1);
+      *reinterpret_cast<__half2*>(&prow[c]) = h;
+      const float2 hf = __half22float2(h);  // sum the weights as rounded, as they are applied
+      sum += hf.x + hf.y;
+    }
+#pragma unroll
+    for (int o = 4; o > 0; o >>= 1) sum += __shfl_xor_sync(detail::kFullMask, sum, o);
+    const float alpha = expf(m - mnew);  // 0 on the first tile
+    l = l * alpha + sum;
+    m = mnew;
+    if (my_part == 0) row_alpha[my_row] = alpha;
+  }
+  sync();
+  for (int i = lt; i < 16 * D; i += kDtThreads) {
+    const int r = i / D, d = i - r * D;
+    os[r * S::kORow + d] *= row_alpha[r];
+  }
+  sync();
+#pragma unroll
+  for (int dd = 16 * warp; dd < D; dd += 16 * (kDtThreads / 32)) {  // O[:, dd..dd+15] += P V[:, dd..]
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+    wmma::load_matrix_sync(acc, os + dd, S::kORow, wmma::mem_row_major);
+#pragma unroll
+    for (int kk = 0; kk < kDtKeys; kk += 16) {
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> fa;
+      wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> fb;
+      wmma::load_matrix_sync(fa, ps + kk, S::kPRow);
+      wmma::load_matrix_sync(fb, vs + kk * S::kRow + dd, S::kRow);
+      wmma::mma_sync(acc, fa, fb, acc);
+    }
+    wmma::store_matrix_sync(os + dd, acc, S::kORow, wmma::mem_row_major);
+  }
+  sync();  // before the next tile overwrites koff, K, V, the scores and O
+}
 
 // Grid (n_tokens, n_kv_heads, splits), 128 threads. Block = one token, the `group` query heads of
 // KV head blockIdx.y as the 16 rows of WMMA tiles (rows >= group are zero padding), keys [k0, k1)
@@ -426,14 +612,20 @@ struct DtShape {
 // so the loads of tile i+1 overlap the math of tile i, and fewer block barriers per tile.
 // Launch bounds cap registers at 128 for 4 blocks per SM (what the shared memory allows): the
 // batched tile loads would otherwise take 165 at head_dim 128; ptxas spills 4 bytes.
+// a.early_kv (launched programmatically, batches of 1-8 tokens): the only things the producer
+// (qkv_rope_cache) writes that this kernel reads are q and each token's own key and value (slot
+// pos); the batch metadata and block tables were uploaded before the step, and every older key
+// was written by an earlier step. So the block reads the metadata, the block table and its first
+// tile's older keys before pdl_wait, overlapping them with the producer, and q and the key at pos
+// after it.
 template <int D>
 __global__ void __launch_bounds__(kDtThreads, 4) attention_decode_tc_kernel(AttnArgs a) {
   // Lets the next kernel (the merge, or the o product or its quantizer: programmatic on sm_90)
   // start while this one finishes; waits for the K/V writes and q (qkv_rope_cache) before any
   // read when launched programmatically (use_decode_pdl), a no-op otherwise.
   detail::pdl_trigger();
-  detail::pdl_wait();
-  namespace wmma = nvcuda::wmma;
+  bool waited = !a.early_kv;  // uniform
+  if (waited) detail::pdl_wait();
   using S = DtShape<D>;
   extern __shared__ __align__(128) unsigned char smem[];
   __half* qs = reinterpret_cast<__half*>(smem);
@@ -445,39 +637,28 @@ __global__ void __launch_bounds__(kDtThreads, 4) attention_decode_tc_kernel(Attn
   __shared__ int64_t koff[kDtKeys];
   __shared__ float row_alpha[16], row_m[16], row_l[16];
 
-  const int t = blockIdx.x;
-  const int seq = a.seq_ids[t];
-  if (a.only_single && a.seq_n_tokens[seq] != 1) return;
-  const int pos = a.positions[t];
-  const int kb = window_begin(pos, a.window), ke = pos + 1;
-  const int split = blockIdx.z;
-  const int split_len = token_split_len(a, ke - kb);
-  const int k0 = kb + split * split_len;
-  if (k0 >= ke) return;
-  const int k1 = min(ke, k0 + split_len);
-  const int n_splits = (ke - kb + split_len - 1) / split_len;
+  const DecodePiece pc = decode_piece(a);
+  if (pc.skip) {
+    if (!waited) detail::pdl_wait();  // pdl_wait's rule: every block waits before it exits
+    return;
+  }
+  const int t = pc.t, pos = pc.pos, k0 = pc.k0, k1 = pc.k1, n_splits = pc.n_splits, split = blockIdx.z;
+  const int32_t* table = a.block_tables + static_cast<int64_t>(pc.seq) * a.max_blocks;
   const int kvh = blockIdx.y, group = a.group, h0 = kvh * group;
-  const int tid = threadIdx.x, warp = tid >> 5;
-  const int32_t* table = a.block_tables + static_cast<int64_t>(seq) * a.max_blocks;
+  const int tid = threadIdx.x;
   // Element offset of key tile0 + tid in the cache (threads < kDtKeys), -1 past the split. The
   // next tile's offsets are fetched while the current tile loads, and the first tile's before q
   // is read, so the block-table reads do not add a memory round trip per tile.
   auto tile_key_offset = [&](int tile0) -> int64_t {
     const int p = tile0 + tid;
     if (tid >= kDtKeys || p >= k1) return -1;
-    const int32_t blk = table[p / a.kv_block_size];
-    return ((static_cast<int64_t>(blk) * a.n_kv_heads + kvh) * a.kv_block_size + p % a.kv_block_size) * D;
+    return key_offset<D>(a, table, kvh, p);
   };
   int64_t next_off = tile_key_offset(k0);
 
-  for (int i = tid; i < 16 * (D / 4); i += kDtThreads) {
-    const int r = i / (D / 4), c4 = i - r * (D / 4);
-    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (r < group) v = *reinterpret_cast<const float4*>(a.q + static_cast<int64_t>(t) * a.ldq + static_cast<int64_t>(h0 + r) * D + 4 * c4);
-    __half2* dst = reinterpret_cast<__half2*>(&qs[r * S::kRow + 4 * c4]);
-    dst[0] = __floats2half2_rn(v.x * a.scale, v.y * a.scale);
-    dst[1] = __floats2half2_rn(v.z * a.scale, v.w * a.scale);
-  }
+  // q's rows into shared memory as F16 (zero past the group); after the wait.
+  auto load_q = [&]() { stage_q<D>(a, t, h0, qs, tid, kDtThreads); };
+  if (waited) load_q();
   for (int i = tid; i < 16 * S::kORow; i += kDtThreads) os[i] = 0.0f;
   const __half* kc = static_cast<const __half*>(a.k);
   const __half* vc = static_cast<const __half*>(a.v);
@@ -487,99 +668,16 @@ __global__ void __launch_bounds__(kDtThreads, 4) attention_decode_tc_kernel(Attn
   for (int tile0 = k0; tile0 < k1; tile0 += kDtKeys) {
     if (tid < kDtKeys) koff[tid] = next_off;
     __syncthreads();
-    {
-      // Every load of the tile issued before the first store (kIters x 2 16-byte loads per
-      // thread, 64 registers at head_dim 128): one memory round trip per tile, not one per
-      // iteration of a rolled loop. Keys past the split are zero-filled without a load.
-      constexpr int kChunks = D / 8;
-      constexpr int kIters = kDtKeys * kChunks / kDtThreads;
-      static_assert(kDtKeys * kChunks % kDtThreads == 0, "whole iterations");
-      uint4 kv4[kIters], vv4[kIters];
-#pragma unroll
-      for (int it = 0; it < kIters; ++it) {
-        const int i = tid + it * kDtThreads;
-        const int c = i / kChunks, c8 = i - c * kChunks;
-        const int64_t o = koff[c];
-        kv4[it] = make_uint4(0, 0, 0, 0);
-        vv4[it] = make_uint4(0, 0, 0, 0);
-        if (o >= 0) {
-          kv4[it] = __ldg(reinterpret_cast<const uint4*>(kc + o) + c8);
-          vv4[it] = __ldg(reinterpret_cast<const uint4*>(vc + o) + c8);
-        }
-      }
-      next_off = tile_key_offset(tile0 + kDtKeys);  // in flight with the K/V loads
-#pragma unroll
-      for (int it = 0; it < kIters; ++it) {
-        const int i = tid + it * kDtThreads;
-        const int c = i / kChunks, c8 = i - c * kChunks;
-        *reinterpret_cast<uint4*>(&ks[c * S::kRow + 8 * c8]) = kv4[it];
-        *reinterpret_cast<uint4*>(&vs[c * S::kRow + 8 * c8]) = vv4[it];
-      }
+    stage_tile_kv<D>(kc, vc, koff, ks, vs, tile0, pos, waited, tid,
+                     [&] { next_off = tile_key_offset(tile0 + kDtKeys); });  // in flight with the loads
+    if (!waited) {  // first tile, early_kv: now q and the key at pos (the producer's writes)
+      detail::pdl_wait();
+      waited = true;
+      load_q();
+      stage_pos_kv<D>(kc, vc, koff, ks, vs, tile0, pos, tid);
     }
     __syncthreads();
-    {  // Scores of keys 16 warp .. + 15 for the 16 rows.
-      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-      wmma::fill_fragment(acc, 0.0f);
-#pragma unroll
-      for (int kk = 0; kk < D; kk += 16) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> fa;
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> fb;
-        wmma::load_matrix_sync(fa, qs + kk, S::kRow);
-        wmma::load_matrix_sync(fb, ks + 16 * warp * S::kRow + kk, S::kRow);
-        wmma::mma_sync(acc, fa, fb, acc);
-      }
-      wmma::store_matrix_sync(ss + 16 * warp, acc, S::kSRow, wmma::mem_row_major);
-    }
-    __syncthreads();
-    {  // Online softmax, row my_row, columns 8 my_part .. + 7.
-      const float* srow = ss + my_row * S::kSRow + 8 * my_part;
-      const int key0 = tile0 + 8 * my_part;
-      float mx = -INFINITY;
-#pragma unroll
-      for (int c = 0; c < 8; ++c)
-        if (key0 + c < k1) mx = fmaxf(mx, srow[c]);
-#pragma unroll
-      for (int o = 4; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(detail::kFullMask, mx, o));
-      const float mnew = fmaxf(m, mx);  // finite: every tile has at least one key
-      float sum = 0.0f;
-      __half* prow = ps + my_row * S::kPRow + 8 * my_part;
-#pragma unroll
-      for (int c = 0; c < 8; c += 2) {
-        const float e0 = key0 + c < k1 ? expf(srow[c] - mnew) : 0.0f;
-        const float e1 = key0 + c + 1 < k1 ? expf(srow[c + 1] - mnew) : 0.0f;
-        const __half2 h = __floats2half2_rn(e0, e1);
-        *reinterpret_cast<__half2*>(&prow[c]) = h;
-        const float2 hf = __half22float2(h);  // sum the weights as rounded, as they are applied
-        sum += hf.x + hf.y;
-      }
-#pragma unroll
-      for (int o = 4; o > 0; o >>= 1) sum += __shfl_xor_sync(detail::kFullMask, sum, o);
-      const float alpha = expf(m - mnew);  // 0 on the first tile
-      l = l * alpha + sum;
-      m = mnew;
-      if (my_part == 0) row_alpha[my_row] = alpha;
-    }
-    __syncthreads();
-    for (int i = tid; i < 16 * D; i += kDtThreads) {
-      const int r = i / D, d = i - r * D;
-      os[r * S::kORow + d] *= row_alpha[r];
-    }
-    __syncthreads();
-#pragma unroll
-    for (int dd = 16 * warp; dd < D; dd += 16 * (kDtThreads / 32)) {  // O[:, dd..dd+15] += P V[:, dd..]
-      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-      wmma::load_matrix_sync(acc, os + dd, S::kORow, wmma::mem_row_major);
-#pragma unroll
-      for (int kk = 0; kk < kDtKeys; kk += 16) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> fa;
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> fb;
-        wmma::load_matrix_sync(fa, ps + kk, S::kPRow);
-        wmma::load_matrix_sync(fb, vs + kk * S::kRow + dd, S::kRow);
-        wmma::mma_sync(acc, fa, fb, acc);
-      }
-      wmma::store_matrix_sync(os + dd, acc, S::kORow, wmma::mem_row_major);
-    }
-    __syncthreads();  // before the next tile overwrites koff, K, V, the scores and O
+    decode_tile<D>(qs, ks, vs, ss, ps, os, row_alpha, tile0, k1, tid, m, l, [] { __syncthreads(); });
   }
   if (my_part == 0) {
     row_m[my_row] = m;
@@ -603,6 +701,139 @@ __global__ void __launch_bounds__(kDtThreads, 4) attention_decode_tc_kernel(Attn
   }
 }
 
+// The same for batches whose tokens each take their whole context in one block (decode_groups):
+// 128 G threads (G = 2 or 4 groups of 4 warps). Group gi takes tiles gi, gi + G, ... of the
+// block's keys with buffers and barriers (named barrier 1 + gi) of its own, as the kernel above
+// does with all of them; at the end the groups' (m, l, O) rows are merged in shared memory, and
+// each warp takes whole 32-column groups of the output: the rows (out / h16, or the int8 rows
+// directly: a 32-column group is one quantization group) for a token whose context is one piece,
+// else the split's partial for the merge. One block of 512 threads an SM at G = 4 (~200 KB of
+// shared memory at head_dim 128); registers capped at 128. Measured on the H200 (qwen2-7b
+// Q4_K_M, 32 sequences at 128 keys): the step 3.435-3.458 ms against 3.534-3.547 with one group
+// and 4 pieces of 32 keys and a merge; for one sequence it was slower (tg128 463 against 476-480
+// tok/s: four blocks cannot pull a context as fast as 32 short pieces).
+template <int D, int G>
+__global__ void __launch_bounds__(kDtThreads * G, 4 / G) attention_decode_grouped_kernel(AttnArgs a) {
+  // Lets the next kernel (the merge, or the o product or its quantizer: programmatic on sm_90)
+  // start while this one finishes; waits for the K/V writes and q (qkv_rope_cache) before reading
+  // them when launched programmatically (use_decode_pdl), a no-op otherwise.
+  detail::pdl_trigger();
+  bool waited = !a.early_kv;  // uniform
+  if (waited) detail::pdl_wait();
+  using S = DtShape<D>;
+  extern __shared__ __align__(128) unsigned char smem[];
+  const int tid = threadIdx.x, gi = tid / kDtThreads, lt = tid - gi * kDtThreads;
+  __half* qs = reinterpret_cast<__half*>(smem);
+  unsigned char* gs = smem + S::kQBytes + gi * S::kGroupBytes;  // this group's buffers
+  __half* ks = reinterpret_cast<__half*>(gs);
+  __half* vs = reinterpret_cast<__half*>(gs + S::kKvBytes);
+  float* ss = reinterpret_cast<float*>(gs + 2 * S::kKvBytes);
+  __half* ps = reinterpret_cast<__half*>(gs + 2 * S::kKvBytes + S::kSBytes);
+  float* os = reinterpret_cast<float*>(gs + 2 * S::kKvBytes + S::kSBytes + S::kPBytes);
+  __shared__ int64_t koff_all[G][kDtKeys];
+  __shared__ float row_alpha_all[G][16], row_m[G][16], row_l[G][16];
+  int64_t* koff = koff_all[gi];
+  float* row_alpha = row_alpha_all[gi];
+  static_assert(G == 2 || G == 4, "G = 1 is attention_decode_tc_kernel");
+  // Barrier of this group's 128 threads (named barrier 1 + gi; __syncthreads is barrier 0).
+  auto group_sync = [&]() { asm volatile("bar.sync %0, %1;" ::"r"(1 + gi), "n"(kDtThreads) : "memory"); };
+
+  const DecodePiece pc = decode_piece(a);
+  if (pc.skip) {
+    if (!waited) detail::pdl_wait();  // pdl_wait's rule: every block waits before it exits
+    return;
+  }
+  const int t = pc.t, pos = pc.pos, k0 = pc.k0, k1 = pc.k1, n_splits = pc.n_splits, split = blockIdx.z;
+  const int32_t* table = a.block_tables + static_cast<int64_t>(pc.seq) * a.max_blocks;
+  const int kvh = blockIdx.y, group = a.group, h0 = kvh * group;
+  // Element offset of key tile0 + lt in the cache (threads < kDtKeys), -1 past the split. The
+  // next tile's offsets are fetched while the current tile loads, and the first tile's before q
+  // is read, so the block-table reads do not add a memory round trip per tile.
+  auto tile_key_offset = [&](int tile0) -> int64_t {
+    const int p = tile0 + lt;
+    if (lt >= kDtKeys || p >= k1) return -1;
+    return key_offset<D>(a, table, kvh, p);
+  };
+  int64_t next_off = tile_key_offset(k0 + gi * kDtKeys);
+
+  // q's rows into shared memory as F16 (zero past the group), by every thread; after the wait.
+  auto load_q = [&]() { stage_q<D>(a, t, h0, qs, tid, kDtThreads * G); };
+  if (waited) load_q();
+  for (int i = lt; i < 16 * S::kORow; i += kDtThreads) os[i] = 0.0f;
+  const __half* kc = static_cast<const __half*>(a.k);
+  const __half* vc = static_cast<const __half*>(a.v);
+  const int my_row = lt >> 3, my_part = lt & 7;  // softmax: 8 threads per row, 8 columns each
+  float m = -INFINITY, l = 0.0f;
+
+  // Group gi takes tiles gi, gi + G, ... of the piece. Every group runs the first iteration,
+  // whose __syncthreads publishes q (and, with early_kv, follows the wait) CTA-wide.
+  for (int tile0 = k0 + gi * kDtKeys, first = 1;; tile0 += G * kDtKeys, first = 0) {
+    const bool active = tile0 < k1;  // uniform per group
+    if (!first && !active) break;
+    if (active) {
+      if (lt < kDtKeys) koff[lt] = next_off;
+      group_sync();
+      stage_tile_kv<D>(kc, vc, koff, ks, vs, tile0, pos, waited, lt,
+                       [&] { next_off = tile_key_offset(tile0 + G * kDtKeys); });  // in flight with the loads
+    }
+    if (first) {
+      if (!waited) {  // early_kv: now q and the key at pos (the producer's writes)
+        detail::pdl_wait();
+        waited = true;
+        load_q();
+        if (active) stage_pos_kv<D>(kc, vc, koff, ks, vs, tile0, pos, lt);
+      }
+      __syncthreads();
+      if (!active) break;
+    } else {
+      group_sync();
+    }
+    decode_tile<D>(qs, ks, vs, ss, ps, os, row_alpha, tile0, k1, lt, m, l, group_sync);
+  }
+  if (my_part == 0) {  // groups without a tile: m = -inf, l = 0, O = 0
+    row_m[gi][my_row] = m;
+    row_l[gi][my_row] = l;
+  }
+  __syncthreads();
+  // The groups' rows merged, then per warp one 32-column group of one head at a time: the output
+  // (n_splits == 1; the int8 rows directly where asked: a 32-column group is one quantization
+  // group) or the split's partial.
+  constexpr int kColGroups = D / 32;
+  const int lane = tid & 31;
+  for (int g = tid >> 5; g < group * kColGroups; g += G * (kDtThreads / 32)) {  // warp-uniform
+    const int r = g / kColGroups, d = (g - r * kColGroups) * 32 + lane;
+    float mx = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < G; ++j) mx = fmaxf(mx, row_m[j][r]);
+    float L = 0.0f, O = 0.0f;
+#pragma unroll
+    for (int j = 0; j < G; ++j) {
+      const float f = expf(row_m[j][r] - mx);  // a group without a tile: e^-inf = 0
+      L += row_l[j][r] * f;
+      O += reinterpret_cast<const float*>(smem + S::kQBytes + j * S::kGroupBytes + 2 * S::kKvBytes + S::kSBytes +
+                                          S::kPBytes)[r * S::kORow + d] * f;
+    }
+    const int head = h0 + r;
+    const int64_t col = static_cast<int64_t>(head) * D + d;
+    if (n_splits == 1) {
+      const float v = O / L;
+      if (a.q8 != nullptr) {
+        const int64_t k = static_cast<int64_t>(a.n_heads) * D;  // the q8 row length
+        detail::quantize_group_q8(v, lane, a.q8 + t * k + (col & ~int64_t{31}), a.q8m + t * (k / 32) + (col >> 5));
+      } else {
+        store_out(a, t, col, v);
+      }
+    } else {
+      float* pp = a.part + ((static_cast<int64_t>(t) * a.n_heads + head) * a.max_splits + split) * (D + 2);
+      pp[d] = O;
+      if (d == 0) {
+        pp[D] = mx;
+        pp[D + 1] = L;
+      }
+    }
+  }
+}
+
 // Grid (n_tokens, n_heads), head_dim threads: out = sum_s o_s e^(m_s - M) / sum_s l_s e^(m_s - M)
 // over the token's splits (tokens with one split were written by the decode kernel). May be
 // launched programmatically right after the decode kernel: pdl_wait precedes every read. Reads
@@ -614,18 +845,21 @@ constexpr int kMergeBatch = 8;
 __global__ void attention_merge_kernel(AttnArgs a, int head_dim) {
   // Lets the next kernel (the o product, launched programmatically on sm_90) start while this
   // one finishes; waits for the decode kernel's partials when launched programmatically.
+  // With a.early_kv the batch metadata (uploaded before the step) is read before the wait.
   detail::pdl_trigger();
-  detail::pdl_wait();
+  if (!a.early_kv) detail::pdl_wait();
   const int t = blockIdx.x, head = blockIdx.y, d = threadIdx.x;
-  if (a.only_single && a.seq_n_tokens[a.seq_ids[t]] != 1) return;  // uniform per block
+  const bool skip = a.only_single && a.seq_n_tokens[a.seq_ids[t]] != 1;  // uniform per block
   const int pos = a.positions[t];
+  if (a.early_kv) detail::pdl_wait();
+  if (skip) return;
   const int n_keys = pos + 1 - window_begin(pos, a.window);
   const int split_len = token_split_len(a, n_keys);
   const int n_splits = (n_keys + split_len - 1) / split_len;
   const int64_t col = static_cast<int64_t>(head) * head_dim + d;
   float v;
   if (n_splits <= 1) {
-    if (a.q8 == nullptr) return;
+    if (a.q8 == nullptr || a.decode_q8) return;
     v = a.out[static_cast<int64_t>(t) * a.ldo + col];
   } else {
     const float* pp = a.part + (static_cast<int64_t>(t) * a.n_heads + head) * a.max_splits * (head_dim + 2);
@@ -1482,8 +1716,27 @@ void launch_prompt(const AttnArgs& a, int n_seqs, int max_seq_tokens, cudaStream
   DUET_CUDA_CHECK_LAUNCH();
 }
 
+// The tensor-core decode kernel, one group of 4 warps a block (G = 1) or G groups (the grouped
+// kernel): grid (n_tokens, n_kv_heads, splits).
+template <int D, int G>
+void launch_decode_tc(const AttnArgs& a, int n_tokens, int splits, bool pdl, cudaStream_t stream) {
+  const size_t smem = DtShape<D>::smem_bytes(G);
+  void (*kernel)(AttnArgs) = nullptr;
+  if constexpr (G == 1) kernel = attention_decode_tc_kernel<D>;
+  else kernel = attention_decode_grouped_kernel<D, G>;
+  static std::atomic<uint64_t> opted_in{0};  // the opt-in above 48 KB, once per device (eager first launch)
+  int dev = 0;
+  DUET_CUDA_CHECK(cudaGetDevice(&dev));
+  const uint64_t bit = uint64_t{1} << (dev & 63);
+  if (!(opted_in.load(std::memory_order_acquire) & bit)) {
+    DUET_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    opted_in.fetch_or(bit, std::memory_order_release);
+  }
+  detail::launch_maybe_pdl(kernel, dim3(n_tokens, a.n_kv_heads, splits), dim3(kDtThreads * G), smem, stream, pdl, a);
+}
+
 template <int D, typename T>
-void launch_by_dim(const AttnArgs& a, int n_tokens, int n_seqs, int max_seq_tokens, int splits, bool mma,
+void launch_by_dim(const AttnArgs& a, int n_tokens, int n_seqs, int max_seq_tokens, int splits, int groups, bool mma,
                    bool merge_pdl, bool decode_pdl, cudaStream_t stream) {
   if (max_seq_tokens > 1) {
     // F16 caches: the mma.sync kernel where `mma` (sm_80+, see use_mma_prompt), else at head_dim
@@ -1496,22 +1749,13 @@ void launch_by_dim(const AttnArgs& a, int n_tokens, int n_seqs, int max_seq_toke
     else if constexpr (D == 128) launch_prompt<128, 4, 2, T>(a, n_seqs, max_seq_tokens, stream);
     else launch_prompt<256, 2, 2, T>(a, n_seqs, max_seq_tokens, stream);
   }
-  // Decode: tensor cores for F16 caches at head_dim <= 128 with groups of <= 16 query heads,
-  // else the FP32 SIMT kernel.
+  // Decode: tensor cores for F16 caches at head_dim <= 128 with groups of <= 16 query heads
+  // (`groups` groups of 4 warps a block), else the FP32 SIMT kernel.
   if (sizeof(T) == 2 && D <= 128 && a.group <= 16) {
     if constexpr (sizeof(T) == 2 && D <= 128) {
-      using S = DtShape<D>;
-      static std::atomic<uint64_t> opted_in{0};
-      int dev = 0;
-      DUET_CUDA_CHECK(cudaGetDevice(&dev));
-      const uint64_t bit = uint64_t{1} << (dev & 63);
-      if (!(opted_in.load(std::memory_order_acquire) & bit)) {
-        DUET_CUDA_CHECK(cudaFuncSetAttribute(attention_decode_tc_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             static_cast<int>(S::kSmemBytes)));
-        opted_in.fetch_or(bit, std::memory_order_release);
-      }
-      detail::launch_maybe_pdl(attention_decode_tc_kernel<D>, dim3(n_tokens, a.n_kv_heads, splits), dim3(kDtThreads),
-                               S::kSmemBytes, stream, decode_pdl, a);
+      if (groups == 4) launch_decode_tc<D, 4>(a, n_tokens, splits, decode_pdl, stream);
+      else if (groups == 2) launch_decode_tc<D, 2>(a, n_tokens, splits, decode_pdl, stream);
+      else launch_decode_tc<D, 1>(a, n_tokens, splits, decode_pdl, stream);
     }
   } else {
     detail::launch_maybe_pdl(attention_decode_kernel<D, T>, dim3(n_tokens, a.n_heads / a.hb, splits),
@@ -1559,6 +1803,51 @@ bool use_decode_pdl() {
   return !env_off && device_has_merge_pdl();
 }
 
+// Groups of 4 warps a tensor-core decode block takes (attention_decode_tc_kernel's G): 4 for
+// batches of more than 8 tokens at short contexts (grid bound <= kGroupedMaxKeys: one block per
+// token and KV head takes its whole context G tiles at a time, no split and no merge), 1 for the
+// 1-8 token batches of the matrix-vector path (short splits and the merge measured faster there)
+// and on the generic path (DUET_KERNELS=generic: what a V100's 96 KB of shared memory holds);
+// fewer where the device's shared memory per block cannot hold them. DUET_ATTN_GROUPS=1, 2 or 4
+// forces a value for every batch (A/B knob, read once).
+constexpr int kGroupedMaxKeys = 512;  // grids of at most 2 passes of 4 tiles
+int decode_groups(int n_tokens, int head_dim, int max_kv_len) {
+  static const int forced = [] {
+    const char* e = std::getenv("DUET_ATTN_GROUPS");
+    const int g = e && *e ? std::atoi(e) : 0;
+    return g == 1 || g == 2 || g == 4 ? g : 0;
+  }();
+  static std::atomic<uint64_t> known{0};
+  static std::atomic<int> optin_kb[64];
+  int dev = 0;
+  DUET_CUDA_CHECK(cudaGetDevice(&dev));
+  const uint64_t bit = uint64_t{1} << (dev & 63);
+  if (!(known.load(std::memory_order_acquire) & bit)) {
+    int v = 0;
+    DUET_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    optin_kb[dev & 63].store(v / 1024, std::memory_order_relaxed);
+    known.fetch_or(bit, std::memory_order_release);
+  }
+  int g = forced > 0 ? forced : (n_tokens > kernels::kDecodeMaxTokens && max_kv_len <= kGroupedMaxKeys &&
+                                          !env_wants_generic_prompt()
+                                      ? 4
+                                      : 1);
+  const auto need_kb = [head_dim](int groups) {  // dynamic + static (block table offsets, row statistics)
+    const size_t dyn = head_dim == 64 ? DtShape<64>::smem_bytes(groups) : DtShape<128>::smem_bytes(groups);
+    return static_cast<int>((dyn + groups * (kDtKeys * 8 + 3 * 16 * 4)) / 1024 + 1);
+  };
+  while (g > 1 && need_kb(g) > optin_kb[dev & 63].load(std::memory_order_relaxed)) g /= 2;
+  return g;
+}
+
+// The tensor-core decode kernel, when launched programmatically, reads the batch metadata, block
+// tables and older keys before its wait (attention_decode_tc_kernel), unless DUET_ATTN_EARLY_KV=0
+// (read once per process; A/B knob).
+bool use_early_kv() {
+  static const bool on = env_flag("DUET_ATTN_EARLY_KV", true);
+  return on;
+}
+
 }  // namespace
 
 size_t attention_scratch_bytes(int n_tokens, int n_heads, int head_dim, int max_kv_len) {
@@ -1592,7 +1881,13 @@ void launch_attention(const PagedKvCache& kv, const AttentionBatch& batch, const
     }
   // The long-context split length comes from today's split count (decode_splits), not the
   // grid's: short splits only ever cut a token's keys finer (token_split_len).
-  const SplitPlan plan = split_plan(batch.n_tokens, n_heads, batch.max_kv_len);
+  const bool tc_decode = kv.dtype == DType::kF16 && D <= 128 && group <= 16;  // launch_by_dim's decode kernel
+  const int groups = tc_decode ? decode_groups(batch.n_tokens, D, batch.max_kv_len) : 1;
+  SplitPlan plan = split_plan(batch.n_tokens, n_heads, batch.max_kv_len);
+  if (groups > 1) {  // pieces of >= kSplitMinKeys keys, each taken G tiles at a time (no short splits)
+    plan.grid = decode_splits(batch.n_tokens, n_heads, batch.max_kv_len);
+    plan.short_splits = 0;
+  }
   const int splits = plan.grid;
   const int long_splits = decode_splits(batch.n_tokens, n_heads, batch.max_kv_len);
   const int eff_keys = sliding_window > 0 ? std::min(batch.max_kv_len, sliding_window) : batch.max_kv_len;
@@ -1653,19 +1948,21 @@ void launch_attention(const PagedKvCache& kv, const AttentionBatch& batch, const
   const bool mma = f16 && mst > 1 && mma_prompt;
   const bool merge_pdl = use_merge_pdl();  // also on every launch, for the same reason
   const bool decode_pdl = mst <= 1 && use_decode_pdl();
+  a.early_kv = decode_pdl && batch.n_tokens <= kernels::kDecodeMaxTokens && use_early_kv();
+  a.decode_q8 = groups > 1;
   if (D == 64) {
-    if (f16) launch_by_dim<64, __half>(a, nt, ns, mst, splits, mma, merge_pdl, decode_pdl, stream);
-    else launch_by_dim<64, float>(a, nt, ns, mst, splits, mma, merge_pdl, decode_pdl, stream);
+    if (f16) launch_by_dim<64, __half>(a, nt, ns, mst, splits, groups, mma, merge_pdl, decode_pdl, stream);
+    else launch_by_dim<64, float>(a, nt, ns, mst, splits, groups, mma, merge_pdl, decode_pdl, stream);
   } else if (D == 128) {
-    if (f16) launch_by_dim<128, __half>(a, nt, ns, mst, splits, mma, merge_pdl, decode_pdl, stream);
-    else launch_by_dim<128, float>(a, nt, ns, mst, splits, mma, merge_pdl, decode_pdl, stream);
+    if (f16) launch_by_dim<128, __half>(a, nt, ns, mst, splits, groups, mma, merge_pdl, decode_pdl, stream);
+    else launch_by_dim<128, float>(a, nt, ns, mst, splits, groups, mma, merge_pdl, decode_pdl, stream);
   } else {
-    if (f16) launch_by_dim<256, __half>(a, nt, ns, mst, splits, mma, merge_pdl, decode_pdl, stream);
-    else launch_by_dim<256, float>(a, nt, ns, mst, splits, mma, merge_pdl, decode_pdl, stream);
+    if (f16) launch_by_dim<256, __half>(a, nt, ns, mst, splits, groups, mma, merge_pdl, decode_pdl, stream);
+    else launch_by_dim<256, float>(a, nt, ns, mst, splits, groups, mma, merge_pdl, decode_pdl, stream);
   }
   // Without a merge launch the int8 rows come from the quantizer (programmatic where the merge
   // would have been).
-  if (q8.q != nullptr && splits <= 1)
+  if (q8.q != nullptr && splits <= 1 && !a.decode_q8)
     kernels::launch_quantize_act_q8(out, ldo, nt, static_cast<int64_t>(n_heads) * D, q8.q, q8.m, merge_pdl, stream);
 }
 

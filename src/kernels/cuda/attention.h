@@ -87,9 +87,10 @@ struct AttentionF16Out {
 // n_heads * head_dim at q + t * ldq (already roped and pre-scaled where the model does that).
 // sliding_window: 0 for full attention. The token's own K/V must already be written.
 // q8 (q8.q set): also the output as AttentionQ8Out, for batches of decode rows only
-// (max_seq_tokens <= 1, n_tokens <= 8); the merge of split contexts writes it (no kernel of its
-// own), else a quantizer launched after the decode kernel. out still receives the decode kernel's
-// rows (its contents are then unspecified for tokens whose context was split).
+// (max_seq_tokens <= 1, n_tokens <= 8); written by the tensor-core decode kernel for tokens whose
+// context is one piece and by the merge for split contexts (no kernel of its own), else (SIMT
+// decode kernel) by the merge or a quantizer launched after the decode kernel. out's contents
+// are then unspecified.
 // h16 (h16.h set; decode batches only, not with q8): out's rows also as F16, written by the
 // kernel that writes each row of out (decode kernel, or the merge for split contexts).
 void launch_attention(const PagedKvCache& kv, const AttentionBatch& batch, const float* q, int64_t ldq, int n_heads,
