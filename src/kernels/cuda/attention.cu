@@ -163,6 +163,19 @@ __device__ __forceinline__ void store_out(const AttnArgs& a, int t, int64_t col,
 // splits the shorter of split_len and n_keys cut into short_splits pieces of >= kShortMinKeys.
 // Either way ceil(n_keys / result) <= max_splits (see split_plan). Decode and merge kernels both
 // derive a token's pieces from this, so they agree without host knowledge of the context.
+// Split `split`'s partial of query head `head` of token t, column d: the unnormalised output o,
+// and (column 0) the row's running maximum m and weight sum l, for the merge.
+template <int D>
+__device__ __forceinline__ void store_partial(const AttnArgs& a, int t, int head, int split, int d, float o, float m,
+                                              float l) {
+  float* pp = a.part + ((static_cast<int64_t>(t) * a.n_heads + head) * a.max_splits + split) * (D + 2);
+  pp[d] = o;
+  if (d == 0) {
+    pp[D] = m;
+    pp[D + 1] = l;
+  }
+}
+
 __device__ __forceinline__ int token_split_len(const AttnArgs& a, int n_keys) {
   int len = a.split_len;
   if (a.short_splits > 0) {
@@ -387,12 +400,7 @@ __global__ void __launch_bounds__(kDecWarps * 32, D == 256 ? 3 : 4) attention_de
     if (n_splits == 1) {
       store_out(a, t, static_cast<int64_t>(head) * D + d, O / L);
     } else {
-      float* pp = a.part + ((static_cast<int64_t>(t) * a.n_heads + head) * a.max_splits + split) * (D + 2);
-      pp[d] = O;
-      if (d == 0) {
-        pp[D] = mx;
-        pp[D + 1] = L;
-      }
+      store_partial<D>(a, t, head, split, d, O, mx, L);
     }
   }
 }
@@ -412,7 +420,8 @@ struct DtShape {
   static constexpr size_t kSBytes = size_t{16} * kSRow * 4;
   static constexpr size_t kPBytes = size_t{16} * kPRow * 2;
   static constexpr size_t kOBytes = size_t{16} * kORow * 4;
-  static constexpr size_t kGroupBytes = 2 * kKvBytes + kSBytes + kPBytes + kOBytes;  // one group's buffers
+  static constexpr size_t kOOffset = 2 * kKvBytes + kSBytes + kPBytes;  // O's rows in a group's buffers
+  static constexpr size_t kGroupBytes = kOOffset + kOBytes;                // one group's buffers (K, V, S, P, O)
   static constexpr size_t smem_bytes(int groups) { return kQBytes + groups * kGroupBytes; }
   static_assert(kQBytes % 32 == 0 && kKvBytes % 32 == 0 && kSBytes % 32 == 0 && kPBytes % 32 == 0 &&
                     kGroupBytes % 32 == 0,
@@ -633,7 +642,7 @@ __global__ void __launch_bounds__(kDtThreads, 4) attention_decode_tc_kernel(Attn
   __half* vs = reinterpret_cast<__half*>(smem + S::kQBytes + S::kKvBytes);
   float* ss = reinterpret_cast<float*>(smem + S::kQBytes + 2 * S::kKvBytes);
   __half* ps = reinterpret_cast<__half*>(smem + S::kQBytes + 2 * S::kKvBytes + S::kSBytes);
-  float* os = reinterpret_cast<float*>(smem + S::kQBytes + 2 * S::kKvBytes + S::kSBytes + S::kPBytes);
+  float* os = reinterpret_cast<float*>(smem + S::kQBytes + S::kOOffset);
   __shared__ int64_t koff[kDtKeys];
   __shared__ float row_alpha[16], row_m[16], row_l[16];
 
@@ -691,12 +700,7 @@ __global__ void __launch_bounds__(kDtThreads, 4) attention_decode_tc_kernel(Attn
     if (n_splits == 1) {
       store_out(a, t, static_cast<int64_t>(head) * D + d, O / row_l[r]);
     } else {
-      float* pp = a.part + ((static_cast<int64_t>(t) * a.n_heads + head) * a.max_splits + split) * (D + 2);
-      pp[d] = O;
-      if (d == 0) {
-        pp[D] = row_m[r];
-        pp[D + 1] = row_l[r];
-      }
+      store_partial<D>(a, t, head, split, d, O, row_m[r], row_l[r]);
     }
   }
 }
@@ -729,7 +733,7 @@ __global__ void __launch_bounds__(kDtThreads * G, 4 / G) attention_decode_groupe
   __half* vs = reinterpret_cast<__half*>(gs + S::kKvBytes);
   float* ss = reinterpret_cast<float*>(gs + 2 * S::kKvBytes);
   __half* ps = reinterpret_cast<__half*>(gs + 2 * S::kKvBytes + S::kSBytes);
-  float* os = reinterpret_cast<float*>(gs + 2 * S::kKvBytes + S::kSBytes + S::kPBytes);
+  float* os = reinterpret_cast<float*>(gs + S::kOOffset);
   __shared__ int64_t koff_all[G][kDtKeys];
   __shared__ float row_alpha_all[G][16], row_m[G][16], row_l[G][16];
   int64_t* koff = koff_all[gi];
@@ -810,8 +814,7 @@ __global__ void __launch_bounds__(kDtThreads * G, 4 / G) attention_decode_groupe
     for (int j = 0; j < G; ++j) {
       const float f = expf(row_m[j][r] - mx);  // a group without a tile: e^-inf = 0
       L += row_l[j][r] * f;
-      O += reinterpret_cast<const float*>(smem + S::kQBytes + j * S::kGroupBytes + 2 * S::kKvBytes + S::kSBytes +
-                                          S::kPBytes)[r * S::kORow + d] * f;
+      O += reinterpret_cast<const float*>(smem + S::kQBytes + j * S::kGroupBytes + S::kOOffset)[r * S::kORow + d] * f;
     }
     const int head = h0 + r;
     const int64_t col = static_cast<int64_t>(head) * D + d;
@@ -824,12 +827,7 @@ __global__ void __launch_bounds__(kDtThreads * G, 4 / G) attention_decode_groupe
         store_out(a, t, col, v);
       }
     } else {
-      float* pp = a.part + ((static_cast<int64_t>(t) * a.n_heads + head) * a.max_splits + split) * (D + 2);
-      pp[d] = O;
-      if (d == 0) {
-        pp[D] = mx;
-        pp[D + 1] = L;
-      }
+      store_partial<D>(a, t, head, split, d, O, mx, L);
     }
   }
 }
@@ -1724,14 +1722,7 @@ void launch_decode_tc(const AttnArgs& a, int n_tokens, int splits, bool pdl, cud
   void (*kernel)(AttnArgs) = nullptr;
   if constexpr (G == 1) kernel = attention_decode_tc_kernel<D>;
   else kernel = attention_decode_grouped_kernel<D, G>;
-  static std::atomic<uint64_t> opted_in{0};  // the opt-in above 48 KB, once per device (eager first launch)
-  int dev = 0;
-  DUET_CUDA_CHECK(cudaGetDevice(&dev));
-  const uint64_t bit = uint64_t{1} << (dev & 63);
-  if (!(opted_in.load(std::memory_order_acquire) & bit)) {
-    DUET_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-    opted_in.fetch_or(bit, std::memory_order_release);
-  }
+  detail::opt_in_ctas_per_sm(reinterpret_cast<const void*>(kernel), kDtThreads * G, smem);  // once per device
   detail::launch_maybe_pdl(kernel, dim3(n_tokens, a.n_kv_heads, splits), dim3(kDtThreads * G), smem, stream, pdl, a);
 }
 
@@ -1817,17 +1808,6 @@ int decode_groups(int n_tokens, int head_dim, int max_kv_len) {
     const int g = e && *e ? std::atoi(e) : 0;
     return g == 1 || g == 2 || g == 4 ? g : 0;
   }();
-  static std::atomic<uint64_t> known{0};
-  static std::atomic<int> optin_kb[64];
-  int dev = 0;
-  DUET_CUDA_CHECK(cudaGetDevice(&dev));
-  const uint64_t bit = uint64_t{1} << (dev & 63);
-  if (!(known.load(std::memory_order_acquire) & bit)) {
-    int v = 0;
-    DUET_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    optin_kb[dev & 63].store(v / 1024, std::memory_order_relaxed);
-    known.fetch_or(bit, std::memory_order_release);
-  }
   int g = forced > 0 ? forced : (n_tokens > kernels::kDecodeMaxTokens && max_kv_len <= kGroupedMaxKeys &&
                                           !env_wants_generic_prompt()
                                       ? 4
@@ -1836,7 +1816,8 @@ int decode_groups(int n_tokens, int head_dim, int max_kv_len) {
     const size_t dyn = head_dim == 64 ? DtShape<64>::smem_bytes(groups) : DtShape<128>::smem_bytes(groups);
     return static_cast<int>((dyn + groups * (kDtKeys * 8 + 3 * 16 * 4)) / 1024 + 1);
   };
-  while (g > 1 && need_kb(g) > optin_kb[dev & 63].load(std::memory_order_relaxed)) g /= 2;
+  const int have_kb = detail::current_smem_optin() / 1024;
+  while (g > 1 && need_kb(g) > have_kb) g /= 2;
   return g;
 }
 

@@ -59,6 +59,15 @@ inline int current_sm_count() {
   return n;
 }
 
+// Shared memory one block of the current device may opt in to (a cheap attribute query; legal
+// during capture).
+inline int current_smem_optin() {
+  int dev = 0, n = 0;
+  DUET_CUDA_CHECK(cudaGetDevice(&dev));
+  DUET_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  return n;
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
