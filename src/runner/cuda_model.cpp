@@ -150,7 +150,7 @@ bool attention_writes_q8() {
   return on;
 }
 
-// Decode batches of 9-64 rows whose o product runs on the quantized tensor-core kernel: attention
+// Decode batches (2-64 rows) whose o product runs on the quantized tensor-core kernel: attention
 // writes that product's F16 input (launch_attention's AttentionF16Out) unless DUET_ATTN_F16=0 (A/B
 // knob, read once: the product then converts attention's float output itself).
 bool attention_writes_f16() {
@@ -158,7 +158,7 @@ bool attention_writes_f16() {
   return on;
 }
 
-// Batches of 9-64 rows: the o product's grid (the quantized tensor-core kernel, whole GPU) zeroes
+// Batches on the quantized tensor-core kernel: the o product's grid (whole GPU) zeroes
 // the gate/up output the FFN norm's few blocks (one per row, 151 KB each at qwen2-7b) zeroed
 // before, unless DUET_MMA_ZERO=0 (A/B knob, read once).
 bool mma_zeroes() {
@@ -174,7 +174,8 @@ bool fp8_norm_producer() {
   return on;
 }
 
-// Batches of 9-64 rows on the quantized tensor-core kernel: the RMSNorms and the gated activation
+// Batches on the quantized tensor-core kernel (MatmulContext::mma_min_tokens() to 64 rows of K-quant
+// / Q8_0 weights on sm_80+): the RMSNorms and the gated activation
 // write the products' F16 input themselves (launch_rms_norm_f16, launch_gated_activation_f16;
 // MatmulContext::f16_input), the norms zeroing the q/k/v and gate/up outputs the kernel adds into,
 // so that no conversion launch runs before those products. DUET_F16_PRODUCERS=0 turns it off (A/B
@@ -237,8 +238,8 @@ struct CudaModel::Impl {
   // DUET_CUDA_PROFILE=1: every forward runs eagerly with an event after each op; the time
   // between consecutive events is added to that op's total (profile_report()).
   bool profile = false;
-  // Set by a layer's down product when it zeroed the next layer's q/k/v output (batches of 9-64
-  // rows, layer_forward); read and cleared by that layer's norm.
+  // Set by a layer's down product when it zeroed the next layer's q/k/v output (batches on the
+  // quantized tensor-core kernel, layer_forward); read and cleared by that layer's norm.
   bool qkv_zeroed = false;
   // forward()'s per-batch host scratch, kept between calls (no allocation per decode step).
   std::vector<int32_t> seq_begin, seq_count;
@@ -335,8 +336,8 @@ struct CudaModel::Impl {
   }
 
   void layer_forward(uint32_t il, int n, const AttentionBatch& ab);
-  // Whether layer il's norm writes the F16 input of its q/k/v products for n rows (batches of
-  // 9-64 rows on the quantized tensor-core kernel), zeroing their output [n][q | k | v].
+  // Whether layer il's norm writes the F16 input of its q/k/v products for n rows (batches on
+  // the quantized tensor-core kernel), zeroing their output [n][q | k | v].
   bool qkv_takes_f16(uint32_t il, int n) const;
   // The forward pass, then (greedy) the argmax of each logits row into greedy_dev.
   void run_forward(int n, int n_out, const AttentionBatch& ab, const int32_t* tokens_dev,
@@ -390,9 +391,10 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
   float *X = x.as<float>(), *XN = xn.as<float>();
   float *A = attn.as<float>(), *O = o.as<float>(), *G = gate.as<float>(), *U = up.as<float>();
   // Decode batches: producers (norms, the activation) write the int8 input of block-quantized
-  // products directly (q8), and the o and down products add into the residual stream (fuse_res;
-  // not where Gemma's post-norms sit between product and residual), as they do in batches of
-  // 9-64 rows where both take the quantized tensor-core kernel (no zeroing, no add launch).
+  // products directly (q8) where the matrix-vector kernels take them, and the o and down products
+  // add into the residual stream (fuse_res; not where Gemma's post-norms sit between product and
+  // residual), as they do in batches where both take the quantized tensor-core kernel (no
+  // zeroing, no add launch).
   const bool pdl = mm->pdl();
   const MatmulContext::Q8Input q8 = mm->q8_input();
   const bool fuse_res = !tr.post_norms && mm->accumulates(L.wo.m, n) && mm->accumulates(L.w_down.m, n);
@@ -407,7 +409,7 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
   // Native FP8 prompts: the norm writes the E4M3 rows of the fused q/k/v product's input.
   const bool qkv_fp8 = !qkv_q8 && L.fused_qkv && d > 1024 && d <= kRmsNormFp8MaxCols && fp8_norm_producer() &&
                        mm->takes_fp8_rows(L.wqkv.m, n);
-  // Batches of 9-64 rows on the quantized tensor-core kernel: the norm writes the q/k/v products'
+  // Batches on the quantized tensor-core kernel: the norm writes the q/k/v products'
   // F16 input and zeroes their output rows (all of [q | k | v]), and the products add into them.
   const bool qkv_f16 = qkv_takes_f16(il, n);
   const bool qkv_prezeroed = qkv_zeroed;  // by the previous layer's down product
@@ -486,7 +488,7 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
   // Block-quantized o weights in decode batches: attention writes the product's int8 input
   // itself (the merge of split contexts quantizes; no quantizer launch of the product's own).
   const bool o_q8 = attention_writes_q8() && !padded && ab.max_seq_tokens <= 1 && mm->takes_q8(L.wo.m, n);
-  // Decode batches of 9-64 rows on the quantized tensor-core kernel: attention writes the o
+  // Decode batches on the quantized tensor-core kernel: attention writes the o
   // product's F16 input itself (no conversion launch before the product).
   const bool o_f16 = !o_q8 && fuse_res && attention_writes_f16() && !padded && ab.max_seq_tokens <= 1 &&
                      mm->takes_f16(L.wo.m, n);
@@ -511,7 +513,7 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
   const bool gu_takes_q8 = L.fused_gu ? mm->takes_q8(L.wgu.m, n) : mm->takes_q8(L.w_gate.m, n) && mm->takes_q8(L.w_up.m, n);
   if (fuse_res) {
     ffn_q8 = gu_takes_q8 && norm_q8_ok;
-    // Batches of 9-64 rows: the F16 input of the fused gate/up product, its output zeroed (by the
+    // Tensor-core batches: the F16 input of the fused gate/up product, its output zeroed (by the
     // o product's grid where that runs on the same kernel, else by the norm).
     gu_f16 = !ffn_q8 && L.fused_gu && f16_producers() && d > 1024 && d <= kRmsNormF16MaxCols &&
              mm->takes_f16(L.wgu.m, n);
@@ -562,7 +564,7 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
   }
   mark("matmul gate+up");
   const bool down_q8 = mm->takes_q8(L.w_down.m, n);
-  // Batches of 9-64 rows: the activation writes the down product's F16 input (the product then
+  // Tensor-core batches: the activation writes the down product's F16 input (the product then
   // adds into the residual stream).
   const bool down_f16 = !down_q8 && fuse_res && f16_producers() && mm->takes_f16(L.w_down.m, n);
   // Native FP8 prompts: the activation writes the E4M3 rows of the down product's input.

@@ -279,8 +279,9 @@ TEST_P(MatmulParity, MatchesCpuReference) {
                     (long long)rows, (long long)cols, n, rel, tol.norm, worst, tol.elem);
         EXPECT_LE(rel, tol.norm) << c.name << " " << p.name << " " << rows << "x" << cols << " n=" << n;
         EXPECT_LE(worst, tol.elem) << c.name << " " << p.name << " " << rows << "x" << cols << " n=" << n;
-        if (ctx.accumulates(wr->m, n) && !MatmulContext::can_accumulate(n)) {
-          // The tensor-core kernel's accumulating product (batches of 9-64 rows) adds its partial
+        const bool mma = ctx.takes_mma(wr->m, n);  // K-quant / Q8_0 batches on sm_80+ native
+        if (ctx.accumulates(wr->m, n) && mma) {
+          // The tensor-core kernel's accumulating product (batches of 2-64 rows) adds its partial
           // sums into y with atomics where blocks share rows: y2 - y is the product once more,
           // within the same bounds (the subtraction's rounding is ~1e-7 of |y|).
           std::vector<float> y2(static_cast<size_t>(n) * ldy);
@@ -306,8 +307,8 @@ TEST_P(MatmulParity, MatchesCpuReference) {
           EXPECT_LE(rel3, tol.norm) << c.name << " " << p.name << " matmul_f16 n=" << n;
           EXPECT_LE(worst3, tol.elem) << c.name << " " << p.name << " matmul_f16 n=" << n;
         }
-        if (MatmulContext::can_accumulate(n)) {
-          // The accumulating product (the fused residual add) adds the same sum again: y + y, exact.
+        if (MatmulContext::can_accumulate(n) && !mma) {
+          // The accumulating decode product (the fused residual add) adds the same sum again: y + y, exact.
           std::vector<float> y2(static_cast<size_t>(n) * ldy);
           ctx.matmul(wr->m, dx, ldx, n, dy, ldy, stream, /*accumulate=*/true);
           ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
@@ -528,7 +529,8 @@ TEST(MatmulUpload, RejectsBadInput) {
 // Two K-quant products of one int8 input in one launch (matmul_q8_pair, Q4_K_M's [wq; wk] and
 // Q6_K wv): every output bit-identical to its own matmul_q8 launch (each part runs the same
 // kernel body with its own thread mapping and variant), for Q4_K + Q6_K, Q6_K + Q4_K and
-// Q4_K + Q4_K, native and generic paths, n = 1, 2, 5, 8. Rows chosen so that both parts take
+// Q4_K + Q4_K, native and generic paths, n = 1, 2, 5, 8 (on the native path of sm_80+ cards
+// batches from MatmulContext::mma_min_tokens() rows take the tensor-core kernel: no pair). Rows chosen so that both parts take
 // variant 1 (Q4_K parts of >= 1024 rows, Q6_K parts of < 1024), or for one token the preload
 // variant 4 (2304 Q4_K rows); and one pair the kernel does not take.
 // One-token K-quant products of 7B shapes through the launcher (kquant_variant 3: 8192 rows or
@@ -643,6 +645,13 @@ TEST(MatmulPair, EqualsSeparateLaunches) {
       for (int n : {1, 2, 5, 8}) {
         float* sep = dy;
         float* pair = dy + 8 * ldy;
+        if (!ctx.takes_q8(wa->m, n) || !ctx.takes_q8(wb->m, n)) {
+          // The quantized tensor-core kernel takes these batches (native sm_80+, from
+          // mma_min_tokens() rows): no int8 input, and the pair declines.
+          EXPECT_TRUE(ctx.takes_mma(wa->m, n) || ctx.takes_mma(wb->m, n)) << pr.a.name << " n=" << n;
+          EXPECT_FALSE(ctx.matmul_q8_pair(wa->m, pair, wb->m, pair + pr.rows_a, ldy, n, nullptr));
+          continue;
+        }
         ASSERT_EQ(cudaMemset(dy, 0xff, 2 * 8 * ldy * 4), cudaSuccess);
         // Separate launches, then the pair on the int8 input they left in q8_input().
         ctx.matmul(wa->m, dx, cols, n, sep, ldy, nullptr);

@@ -294,8 +294,9 @@ TEST_P(MmaParity, MatchesCpuReference) {
   const bool q8 = tc.dtype == DType::kQ8_0;
   const std::pair<int64_t, int64_t> shapes[] = {
       {1000, q8 ? 544 : 512}, {3584, 3584}, {256, 18944}, {77, q8 ? 2848 : 2816}};
-  // 9..16 -> two n8 tiles, 23/32 -> four, 41 -> six, 64 -> eight (padding tokens included).
-  const int kTokens[] = {9, 16, 23, 32, 41, 64};
+  // 2..8 -> one n8 tile, 9..16 -> two, 23/32 -> four, 41 -> six, 64 -> eight (padding tokens
+  // included).
+  const int kTokens[] = {2, 5, 8, 9, 16, 23, 32, 41, 64};
   const int max_n = 64;
   cudaStream_t stream;
   ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
@@ -497,7 +498,7 @@ TEST(MmaBench, Q4KAndQ6K) {
   for (const TypeCase& tc : {kTypes[0], kTypes[1]}) {  // Q4_K, Q6_K: what a Q4_K_M file holds
     for (auto [rows, cols] : shapes) {
       BenchMatrix b = make_bench(tc.dtype, rows, cols);
-      for (int n : {16, 32, 64}) {
+      for (int n : {8, 16, 32, 64}) {
         auto report = [&](const char* what, double t) {
           const double gbs = b.bytes / t / 1e9;
           char line[200];

@@ -1,7 +1,7 @@
 // matmul.h: uploading weight matrices into the device layouts of quant_types.cuh, and the
 // MatmulContext that picks a path per call: decode kernels for n_tokens <= 8 (quant_matvec.cu;
-// matvec_mma.cu for FP8, and F16/BF16 from 2 rows, on sm_80+), the quantized MMA kernel for 9-64
-// rows (quant_mma.cu), otherwise cuBLAS GEMMs on F16/BF16 (weights dequantized into a workspace
+// matvec_mma.cu for FP8, and F16/BF16 from 2 rows, on sm_80+), the quantized MMA kernel for 2-64
+// rows of K-quant / Q8_0 weights on sm_80+ (quant_mma.cu), otherwise cuBLAS GEMMs on F16/BF16 (weights dequantized into a workspace
 // in row chunks), F32 (TF32 on the native path), or cuBLASLt FP8 (E4M3 x E4M3, per-token
 // activation and per-tensor or per-row weight scales).
 // Host code; everything it launches goes on the caller's stream.
@@ -65,8 +65,26 @@ Status alloc(DeviceBuffer* b, size_t bytes, const char* what) {
 
 bool fp8_row_scales_only(const DeviceMatrix& w) { return w.fp8_block_cols >= w.n_cols; }
 
-// DUET_MATMUL_MMA=0: batches of 9-64 rows take the dequantize + cuBLAS path (benchmark knob).
+// DUET_MATMUL_MMA=0: batches of 9-64 rows take the dequantize + cuBLAS path and batches of 2-8
+// rows the matrix-vector kernels (benchmark knob).
 bool mma_disabled() { return !env_flag("DUET_MATMUL_MMA", true); }
+
+// The fewest rows of a batch that the quantized tensor-core kernel takes (K-quant / Q8_0 weights,
+// native sm_80+; fewer take the int8 matrix-vector kernels): kMmaMinTokens, or DUET_MMA_MIN_TOKENS
+// (2-9, read once; 9 is the earlier rule of matrix-vector kernels up to 8 rows; A/B knob).
+// H200, qwen2-7b Q4_K_M (2026-12-01, same run, two rounds), decode step of 2 / 4 / 8 sequences
+// at 128 keys: 2.41 / 2.48 / 2.56 ms from 2 rows on, against 2.95 / 4.35-4.40 / 7.48-7.50 with the
+// matrix-vector kernels up to 8 rows (9); one and 16-32 sequences unchanged. At 8 rows the int8
+// matrix-vector kernels reach 12-18% of HBM bandwidth on the 7B shapes.
+constexpr int kMmaMinTokens = 2;
+int mma_min_tokens_env() {
+  static const int v = [] {
+    const char* e = std::getenv("DUET_MMA_MIN_TOKENS");
+    const int x = e && *e ? std::atoi(e) : kMmaMinTokens;
+    return std::clamp(x, 2, kernels::kDecodeMaxTokens + 1);
+  }();
+  return v;
+}
 
 // DUET_MMA_ACC=0: the quantized tensor-core kernel's batches neither add into y (the residual
 // add then runs apart) nor have the input's conversion zero y (a memset does, in the kernel's
@@ -78,7 +96,7 @@ bool mma_accumulates() {
   return on;
 }
 
-// The quantized tensor-core kernel (batches of 9-64 rows) is launched programmatically where
+// The quantized tensor-core kernel (batches of 2-64 rows) is launched programmatically where
 // MatmulContext::pdl() allows, unless DUET_MMA_PDL=0 (A/B knob, read once).
 bool mma_pdl_enabled() {
   static const bool on = env_flag("DUET_MMA_PDL", true);
@@ -281,10 +299,10 @@ struct MatmulContext::Impl {
     if (blas) cublasDestroy(blas);
   }
 
-  // Batches of 9-64 rows of K-quant / Q8_0 weights on sm_80+ native paths: the quantized
-  // tensor-core kernel (kernels/cuda/quant_mma.h), which can also add into y.
+  // Batches of mma_min_tokens()-64 rows of K-quant / Q8_0 weights on sm_80+ native paths: the
+  // quantized tensor-core kernel (kernels/cuda/quant_mma.h), which can also add into y.
   bool takes_mma(const DeviceMatrix& w, int n) const {
-    return dev.path == KernelPath::kNative && dev.sm >= 80 && n > kernels::kDecodeMaxTokens &&
+    return dev.path == KernelPath::kNative && dev.sm >= 80 && n >= mma_min_tokens_env() &&
            n <= kernels::kMmaMaxTokens && kernels::mma_supported(w.dtype) && !mma_disabled();
   }
 
@@ -551,8 +569,8 @@ void MatmulContext::reserve(int max_tokens, int64_t max_cols, int64_t max_rows) 
   m.xq.reserve(static_cast<size_t>(nd * kq));
   m.xm.reserve(static_cast<size_t>(nd * (kq / 32)) * sizeof(float4));
   m.xs.reserve(static_cast<size_t>(nd * kp) * sizeof(float));
+  if (m.max_tokens >= 2) m.xh.reserve(static_cast<size_t>(m.max_tokens) * kp * 2);  // F16 input of mma batches
   if (m.max_tokens > nd) {
-    m.xh.reserve(static_cast<size_t>(m.max_tokens) * kp * 2);
     m.xscales.reserve(static_cast<size_t>(m.max_tokens) * sizeof(float));
     const int64_t want = std::min<int64_t>(m.max_rows, std::max<int64_t>(64, kDequantCapElems / kp)) * kp;
     if (want > m.wdeq_elems) {
@@ -569,7 +587,8 @@ bool MatmulContext::pdl() const {  // programmatic dependent launch: Hopper's, s
 bool MatmulContext::can_accumulate(int n_tokens) { return n_tokens >= 1 && n_tokens <= kernels::kDecodeMaxTokens; }
 
 bool MatmulContext::accumulates(const DeviceMatrix& w, int n_tokens) const {
-  return can_accumulate(n_tokens) || (impl_->takes_mma(w, n_tokens) && mma_accumulates());
+  if (impl_->takes_mma(w, n_tokens)) return mma_accumulates();
+  return can_accumulate(n_tokens);
 }
 
 bool MatmulContext::takes_f16(const DeviceMatrix& w, int n_tokens) const {
@@ -590,7 +609,14 @@ void MatmulContext::matmul_f16(const DeviceMatrix& w, int n_tokens, float* y, in
 }
 
 bool MatmulContext::takes_q8(const DeviceMatrix& w, int n_tokens) const {
-  return can_accumulate(n_tokens) && kernels::is_block_quant(w.dtype) && w.n_cols % 32 == 0;
+  return can_accumulate(n_tokens) && kernels::is_block_quant(w.dtype) && w.n_cols % 32 == 0 &&
+         !impl_->takes_mma(w, n_tokens);
+}
+
+int MatmulContext::mma_min_tokens() { return mma_min_tokens_env(); }
+
+bool MatmulContext::takes_mma(const DeviceMatrix& w, int n_tokens) const {
+  return impl_->takes_mma(w, n_tokens) && n_tokens <= impl_->max_tokens;
 }
 
 MatmulContext::Q8Input MatmulContext::q8_input() const {
@@ -622,7 +648,7 @@ void MatmulContext::matmul(const DeviceMatrix& w, const float* x, int64_t ldx, i
   DUET_CHECK_MSG(!accumulate || accumulates(w, n_tokens), "matmul: no accumulating product for %d tokens of %s",
                  n_tokens, std::string(dtype_name(w.dtype)).c_str());
   const int64_t k = w.n_cols;
-  if (n_tokens <= kernels::kDecodeMaxTokens) {
+  if (n_tokens <= kernels::kDecodeMaxTokens && !m.takes_mma(w, n_tokens)) {
     const bool pdl_ok = pdl();
     if (kernels::is_block_quant(w.dtype)) {
       kernels::launch_quantize_act_q8(x, ldx, n_tokens, k, m.xq.as<int8_t>(), m.xm.as<float4>(), pdl_ok, stream);
@@ -669,7 +695,7 @@ void MatmulContext::matmul(const DeviceMatrix& w, const float* x, int64_t ldx, i
       m.dequant_gemm(w, x, ldx, n_tokens, y, ldy, stream);
       return;
     default:
-      // Batched decode (9-64 rows): the quantized tensor-core kernel reads the blocks directly,
+      // Batched decode (mma_min_tokens()-64 rows): the quantized tensor-core kernel reads the blocks directly,
       // where the dequantize-then-cuBLAS path would write and re-read an F16 copy of W each call.
       if (m.takes_mma(w, n_tokens)) {
         // The kernel adds into y: the input's conversion zeroes y first unless the caller adds
@@ -719,7 +745,7 @@ bool MatmulContext::matmul_fp8_rows(const DeviceMatrix& w, int n_tokens, float* 
 const DeviceInfo& MatmulContext::device() const { return impl_->dev; }
 
 MatmulContext::DecodeInput MatmulContext::decode_input(const DeviceMatrix& w, int n_tokens) const {
-  if (kernels::is_block_quant(w.dtype)) return DecodeInput::kInt8;
+  if (kernels::is_block_quant(w.dtype)) return impl_->takes_mma(w, n_tokens) ? DecodeInput::kF16 : DecodeInput::kInt8;
   kernels::MatvecMmaKind kind;
   if (!impl_->mma_decode_kind(w, n_tokens, &kind)) return DecodeInput::kFloat;
   switch (kind) {

@@ -4,6 +4,8 @@
 //   - n_tokens <= 8: a decode kernel reading the quantized blocks directly (dequant fused;
 //     memory-bound: expect >= 70% of HBM bandwidth on a 7B-shaped matrix); FP8 (and F16/BF16
 //     from 2 rows) on sm_80+ through the tensor-core decode kernel (kernels/cuda/matvec_mma.h);
+//     K-quant / Q8_0 weights from mma_min_tokens() rows on (sm_80+ native) through the fused MMA
+//     kernel below instead;
 //   - more rows: a tensor-core path (dequantize tiles to F16/BF16 and cuBLAS(Lt), or fused MMA);
 //   - FP8 checkpoints: native FP8 tensor cores (sm_89+, Fp8Mode::kNative) or weight-only (FP8
 //     read as 1 byte per weight and turned into F16 in registers, any card).
@@ -70,7 +72,7 @@ class MatmulContext {
   // Q6_K wv): each exactly as matmul_q8 writes it. Returns false, launching nothing, otherwise.
   bool matmul_q8_pair(const DeviceMatrix& w1, float* y1, const DeviceMatrix& w2, float* y2, int64_t ldy, int n_tokens,
                       cudaStream_t stream);
-  // Batches of 9-64 rows on the quantized tensor-core kernel (kernels/cuda/quant_mma.h) read F16
+  // Batches of mma_min_tokens()-64 rows on the quantized tensor-core kernel (kernels/cuda/quant_mma.h) read F16
   // activations; a producer (launch_rms_norm_f16, launch_gated_activation_f16: ops.h) can write
   // them into f16_input(w) directly, zeroing the product's output itself where the product is not
   // to add into a live sum, and matmul_f16() then adds W x into y without converting again.
@@ -104,10 +106,16 @@ class MatmulContext {
   bool matmul_fp8_rows(const DeviceMatrix& w, int n_tokens, float* y, int64_t ldy, cudaStream_t stream,
                        bool accumulate = false);
 
-  // matmul() can add into y for batches of n_tokens rows of any matrix (the decode kernels).
+  // matmul() can add into y for batches of n_tokens rows of any matrix the decode kernels take.
   static bool can_accumulate(int n_tokens);
-  // ... or of this matrix (also the quantized tensor-core kernel's batches of 9-64 rows).
+  // ... of this matrix (the decode kernels, or the quantized tensor-core kernel's batches).
   bool accumulates(const DeviceMatrix& w, int n_tokens) const;
+  // True when matmul(w, .., n_tokens, ..) runs the quantized tensor-core kernel (whose split rows
+  // add with atomics: sums not in a fixed order).
+  bool takes_mma(const DeviceMatrix& w, int n_tokens) const;
+  // The fewest rows of a K-quant / Q8_0 batch that the quantized tensor-core kernel takes on
+  // sm_80+ native paths (fewer: the int8 matrix-vector kernels; DUET_MMA_MIN_TOKENS overrides).
+  static int mma_min_tokens();
   // Decode kernels are launched programmatically (sm_90, native path): producers writing their
   // inputs may be launched the same way (kernels/cuda/common.cuh, launch_maybe_pdl).
   bool pdl() const;

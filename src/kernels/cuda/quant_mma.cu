@@ -1,4 +1,4 @@
-// Batched-decode products y = W x^T (9 <= n_tokens <= 64) of Q4_K, Q5_K, Q6_K and Q8_0 weights on
+// Batched-decode products y = W x^T (2 <= n_tokens <= 64) of Q4_K, Q5_K, Q6_K and Q8_0 weights on
 // tensor cores: each CTA streams the quantized blocks of 256 columns ("a stage": one K-quant
 // super-block or eight Q8_0 blocks) of 32 * W rows (W warps) and the matching F16 activation tile
 // into shared memory (cp.async, multi-stage), decodes the weights to F16 in registers and
@@ -690,6 +690,7 @@ template <DType T, int W>
 void dispatch_tokens(const DeviceMatrix& w, const __half* x, int64_t ldx, int n, float* y,
                      int64_t ldy, int dev, bool acc, bool pdl, ZeroJob z, cudaStream_t s) {
   const int tiles = (n + 7) / 8;
+  if (tiles <= 1) return run<T, 1, W>(w, x, ldx, n, y, ldy, dev, acc, pdl, z, s);
   if (tiles <= 2) return run<T, 2, W>(w, x, ldx, n, y, ldy, dev, acc, pdl, z, s);
   if (tiles <= 4) return run<T, 4, W>(w, x, ldx, n, y, ldy, dev, acc, pdl, z, s);
   if (tiles <= 6) return run<T, 6, W>(w, x, ldx, n, y, ldy, dev, acc, pdl, z, s);

@@ -1,5 +1,5 @@
 // Tensor-core products of block-quantized weights with small batches of F16 activations
-// (batched decode, 9 <= n_tokens <= 64): the quantized blocks are read once per call and turned
+// (batched decode, 2 <= n_tokens <= 64): the quantized blocks are read once per call and turned
 // into F16 in registers (no dequantized copy of W), mma.sync m16n8k16 F16 x F16 -> F32 (sm_80+).
 // Owns no memory and no stream; the caller (MatmulContext) converts the activations to F16 first
 // (kernels::launch_convert_act) and launches on its stream. Host declarations; kernels in
