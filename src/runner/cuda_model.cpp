@@ -185,6 +185,14 @@ bool f16_producers() {
   return on;
 }
 
+// The F16 gated activation of tensor-core batches is launched programmatically (sm_90), so that
+// the down product after it requests its first weights while it runs, unless DUET_ACT_F16_PDL=0
+// (A/B knob, read once).
+bool f16_act_pdl() {
+  static const bool on = env_flag("DUET_ACT_F16_PDL", true);
+  return on;
+}
+
 // Native FP8 prompts: the down product adds into the residual stream in cuBLASLt's epilogue
 // (matmul_fp8_rows(.., accumulate)) instead of writing O for a separate add (ncu, qwen2-7b
 // 512-token FP8 prompt: the add kernel took 9 us a layer). DUET_FP8_DOWN_ACC=0 turns it off
@@ -574,7 +582,7 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
     launch_gated_activation_q8(tr.act, gelu, gate_in, up_in, ldi, n, ff, q8.q, q8.m, pdl, s);
   } else if (down_f16) {
     const MatmulContext::F16Input h = mm->f16_input(L.w_down.m);
-    launch_gated_activation_f16(tr.act, gelu, gate_in, up_in, ldi, n, ff, h.h, h.ld, s);
+    launch_gated_activation_f16(tr.act, gelu, gate_in, up_in, ldi, n, ff, h.h, h.ld, s, pdl && f16_act_pdl());
   } else if (down_fp8) {
     const MatmulContext::Fp8RowsInput f8 = mm->fp8_rows_input(L.w_down.m);
     launch_gated_activation_fp8_rows(tr.act, gelu, gate_in, up_in, ldi, n, ff, f8.q, f8.ld, f8.scales, s);

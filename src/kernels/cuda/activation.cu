@@ -51,9 +51,14 @@ __device__ __forceinline__ float gated_value(int mode, float g, float u, bool ta
 // n_rows * n rounded down to 8 (the CPU's vectorised/tail split, see gated_value). Memory-bound:
 // 12 bytes per element.
 // O: float, or __half (launch_gated_activation_f16: each value rounded to nearest, 8-byte stores).
+// Launched programmatically (launch_gated_activation_f16's pdl) it lets its dependent (the down
+// product, which then requests its first weights early) start at once and waits for its
+// producer before reading; otherwise both instructions are no-ops.
 template <int V, typename O = float>
 __global__ void gated_activation_kernel(int mode, const float* gate, const float* up, int64_t ldi, int64_t n,
                                         O* out, int64_t ldo, int64_t n_rows, int64_t n8) {
+  detail::pdl_trigger();
+  detail::pdl_wait();
   for (int64_t r = blockIdx.y; r < n_rows; r += gridDim.y) {
     for (int64_t i = (static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x) * V; i < n;
          i += static_cast<int64_t>(gridDim.x) * kThreads * V) {
@@ -187,7 +192,7 @@ namespace {
 // pointers allow: 16-byte input loads, 4 x sizeof(O)-byte stores).
 template <typename O>
 void launch_gated_rows(Activation act, GeluMode gelu, const float* gate, const float* up, int64_t ldi, int64_t n_rows,
-                       int64_t n, O* out, int64_t ldo, cudaStream_t stream) {
+                       int64_t n, O* out, int64_t ldo, cudaStream_t stream, bool pdl = false) {
   const int64_t total = n_rows * n;
   if (total <= 0) return;
   const bool vec = n % 4 == 0 && ldi % 4 == 0 && ldo % 4 == 0 && reinterpret_cast<uintptr_t>(gate) % 16 == 0 &&
@@ -198,8 +203,12 @@ void launch_gated_rows(Activation act, GeluMode gelu, const float* gate, const f
                   static_cast<unsigned>(std::min<int64_t>(n_rows, 65535)));
   const int64_t n8 = total & ~int64_t{7};
   const int mode = mode_of(act, gelu);
-  if (vec) gated_activation_kernel<4, O><<<grid, kThreads, 0, stream>>>(mode, gate, up, ldi, n, out, ldo, n_rows, n8);
-  else gated_activation_kernel<1, O><<<grid, kThreads, 0, stream>>>(mode, gate, up, ldi, n, out, ldo, n_rows, n8);
+  if (vec)
+    detail::launch_maybe_pdl(gated_activation_kernel<4, O>, grid, dim3(kThreads), 0, stream, pdl, mode, gate, up, ldi, n,
+                             out, ldo, n_rows, n8);
+  else
+    detail::launch_maybe_pdl(gated_activation_kernel<1, O>, grid, dim3(kThreads), 0, stream, pdl, mode, gate, up, ldi, n,
+                             out, ldo, n_rows, n8);
   DUET_CUDA_CHECK_LAUNCH();
 }
 }  // namespace
@@ -210,8 +219,8 @@ void launch_gated_activation_rows(Activation act, GeluMode gelu, const float* ga
 }
 
 void launch_gated_activation_f16(Activation act, GeluMode gelu, const float* gate, const float* up, int64_t ldi,
-                                 int64_t n_rows, int64_t n, __half* out, int64_t ldo, cudaStream_t stream) {
-  launch_gated_rows(act, gelu, gate, up, ldi, n_rows, n, out, ldo, stream);
+                                 int64_t n_rows, int64_t n, __half* out, int64_t ldo, cudaStream_t stream, bool pdl) {
+  launch_gated_rows(act, gelu, gate, up, ldi, n_rows, n, out, ldo, stream, pdl);
 }
 
 void launch_gated_activation_q8(Activation act, GeluMode gelu, const float* gate, const float* up, int64_t ldi,

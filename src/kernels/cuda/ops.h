@@ -116,8 +116,10 @@ void launch_gated_activation_q8(Activation act, GeluMode gelu, const float* gate
 // The same values as F16 for a batched-decode product on the quantized tensor-core kernel
 // (MatmulContext::f16_input): row r at out + r * ldo, rounded as kernels::launch_convert_act
 // rounds launch_gated_activation_rows' output (columns n .. ldo untouched: that kernel reads n).
+// pdl: launched programmatically (sm_90; kernels/cuda/common.cuh launch_maybe_pdl).
 void launch_gated_activation_f16(Activation act, GeluMode gelu, const float* gate, const float* up, int64_t ldi,
-                                 int64_t n_rows, int64_t n, __half* out, int64_t ldo, cudaStream_t stream);
+                                 int64_t n_rows, int64_t n, __half* out, int64_t ldo, cudaStream_t stream,
+                                 bool pdl = false);
 
 // The same values as E4M3 for a native FP8 prompt product (MatmulContext::fp8_rows_input): row r
 // at out + r * ldo (zero from n to ldo) scaled by scales[r] = amax(row) / 448, byte for byte what
