@@ -51,9 +51,10 @@ __device__ __forceinline__ float gated_value(int mode, float g, float u, bool ta
 // n_rows * n rounded down to 8 (the CPU's vectorised/tail split, see gated_value). Memory-bound:
 // 12 bytes per element.
 // O: float, or __half (launch_gated_activation_f16: each value rounded to nearest, 8-byte stores).
-// Launched programmatically (launch_gated_activation_f16's pdl) it lets its dependent (the down
-// product, which then requests its first weights early) start at once and waits for its
-// producer before reading; otherwise both instructions are no-ops.
+// pdl_trigger at the start lets a dependent launched programmatically (the down product of
+// tensor-core batches, which then requests its first weights early) be scheduled at once, however
+// this kernel was launched; pdl_wait waits for the producer when this kernel was launched
+// programmatically (launch_gated_activation_f16's pdl) and is a no-op otherwise.
 template <int V, typename O = float>
 __global__ void gated_activation_kernel(int mode, const float* gate, const float* up, int64_t ldi, int64_t n,
                                         O* out, int64_t ldo, int64_t n_rows, int64_t n8) {
