@@ -456,6 +456,18 @@ __device__ __forceinline__ int64_t key_offset(const AttnArgs& a, const int32_t* 
   return ((static_cast<int64_t>(blk) * a.n_kv_heads + kvh) * a.kv_block_size + p % a.kv_block_size) * D;
 }
 
+// The offset of key tile0 + lt for tile-loading thread lt of a piece ending at k1 (-1 past it, or
+// for lt >= kDtKeys). The tensor-core decode kernels fetch the next tile's offsets while the
+// current tile loads, and the first tile's before q is read, so the block-table reads do not add a
+// memory round trip per tile.
+template <int D>
+__device__ __forceinline__ int64_t tile_key_offset(const AttnArgs& a, const int32_t* table, int kvh, int k1,
+                                                   int tile0, int lt) {
+  const int p = tile0 + lt;
+  if (lt >= kDtKeys || p >= k1) return -1;
+  return key_offset<D>(a, table, kvh, p);
+}
+
 // q's rows of query heads h0 .. h0 + group - 1 of token t into shared memory as F16, times the
 // score scale (16 rows, zero past the group), by threads tid of n.
 template <int D>
@@ -655,15 +667,7 @@ __global__ void __launch_bounds__(kDtThreads, 4) attention_decode_tc_kernel(Attn
   const int32_t* table = a.block_tables + static_cast<int64_t>(pc.seq) * a.max_blocks;
   const int kvh = blockIdx.y, group = a.group, h0 = kvh * group;
   const int tid = threadIdx.x;
-  // Element offset of key tile0 + tid in the cache (threads < kDtKeys), -1 past the split. The
-  // next tile's offsets are fetched while the current tile loads, and the first tile's before q
-  // is read, so the block-table reads do not add a memory round trip per tile.
-  auto tile_key_offset = [&](int tile0) -> int64_t {
-    const int p = tile0 + tid;
-    if (tid >= kDtKeys || p >= k1) return -1;
-    return key_offset<D>(a, table, kvh, p);
-  };
-  int64_t next_off = tile_key_offset(k0);
+  int64_t next_off = tile_key_offset<D>(a, table, kvh, k1, k0, tid);
 
   // q's rows into shared memory as F16 (zero past the group); after the wait.
   auto load_q = [&]() { stage_q<D>(a, t, h0, qs, tid, kDtThreads); };
@@ -678,7 +682,7 @@ __global__ void __launch_bounds__(kDtThreads, 4) attention_decode_tc_kernel(Attn
     if (tid < kDtKeys) koff[tid] = next_off;
     __syncthreads();
     stage_tile_kv<D>(kc, vc, koff, ks, vs, tile0, pos, waited, tid,
-                     [&] { next_off = tile_key_offset(tile0 + kDtKeys); });  // in flight with the loads
+                     [&] { next_off = tile_key_offset<D>(a, table, kvh, k1, tile0 + kDtKeys, tid); });  // in flight with the loads
     if (!waited) {  // first tile, early_kv: now q and the key at pos (the producer's writes)
       detail::pdl_wait();
       waited = true;
@@ -750,15 +754,7 @@ __global__ void __launch_bounds__(kDtThreads * G, 4 / G) attention_decode_groupe
   const int t = pc.t, pos = pc.pos, k0 = pc.k0, k1 = pc.k1, n_splits = pc.n_splits, split = blockIdx.z;
   const int32_t* table = a.block_tables + static_cast<int64_t>(pc.seq) * a.max_blocks;
   const int kvh = blockIdx.y, group = a.group, h0 = kvh * group;
-  // Element offset of key tile0 + lt in the cache (threads < kDtKeys), -1 past the split. The
-  // next tile's offsets are fetched while the current tile loads, and the first tile's before q
-  // is read, so the block-table reads do not add a memory round trip per tile.
-  auto tile_key_offset = [&](int tile0) -> int64_t {
-    const int p = tile0 + lt;
-    if (lt >= kDtKeys || p >= k1) return -1;
-    return key_offset<D>(a, table, kvh, p);
-  };
-  int64_t next_off = tile_key_offset(k0 + gi * kDtKeys);
+  int64_t next_off = tile_key_offset<D>(a, table, kvh, k1, k0 + gi * kDtKeys, lt);
 
   // q's rows into shared memory as F16 (zero past the group), by every thread; after the wait.
   auto load_q = [&]() { stage_q<D>(a, t, h0, qs, tid, kDtThreads * G); };
@@ -778,7 +774,7 @@ __global__ void __launch_bounds__(kDtThreads * G, 4 / G) attention_decode_groupe
       if (lt < kDtKeys) koff[lt] = next_off;
       group_sync();
       stage_tile_kv<D>(kc, vc, koff, ks, vs, tile0, pos, waited, lt,
-                       [&] { next_off = tile_key_offset(tile0 + G * kDtKeys); });  // in flight with the loads
+                       [&] { next_off = tile_key_offset<D>(a, table, kvh, k1, tile0 + G * kDtKeys, lt); });  // in flight with the loads
     }
     if (first) {
       if (!waited) {  // early_kv: now q and the key at pos (the producer's writes)

@@ -69,22 +69,13 @@ bool fp8_row_scales_only(const DeviceMatrix& w) { return w.fp8_block_cols >= w.n
 // rows the matrix-vector kernels (benchmark knob).
 bool mma_disabled() { return !env_flag("DUET_MATMUL_MMA", true); }
 
-// The fewest rows of a batch that the quantized tensor-core kernel takes (K-quant / Q8_0 weights,
-// native sm_80+; fewer take the int8 matrix-vector kernels): kMmaMinTokens, or DUET_MMA_MIN_TOKENS
-// (2-9, read once; 9 is the earlier rule of matrix-vector kernels up to 8 rows; A/B knob).
-// H200, qwen2-7b Q4_K_M (2026-12-01, same run, two rounds), decode step of 2 / 4 / 8 sequences
-// at 128 keys: 2.41 / 2.48 / 2.56 ms from 2 rows on, against 2.95 / 4.35-4.40 / 7.48-7.50 with the
-// matrix-vector kernels up to 8 rows (9); one and 16-32 sequences unchanged. At 8 rows the int8
-// matrix-vector kernels reach 12-18% of HBM bandwidth on the 7B shapes.
+// The fewest rows of a batch that the quantized tensor-core kernel takes: kMmaMinTokens, or
+// DUET_MMA_MIN_TOKENS (MatmulContext::mma_min_tokens). H200, qwen2-7b Q4_K_M (2026-12-01, same
+// run, two rounds), decode step of 2 / 4 / 8 sequences at 128 keys: 2.41 / 2.48 / 2.56 ms from 2
+// rows on, against 2.95 / 4.35-4.40 / 7.48-7.50 with the matrix-vector kernels up to 8 rows (9);
+// one and 16-32 sequences unchanged. At 8 rows the int8 matrix-vector kernels reach 12-18% of HBM
+// bandwidth on the 7B shapes.
 constexpr int kMmaMinTokens = 2;
-int mma_min_tokens_env() {
-  static const int v = [] {
-    const char* e = std::getenv("DUET_MMA_MIN_TOKENS");
-    const int x = e && *e ? std::atoi(e) : kMmaMinTokens;
-    return std::clamp(x, 2, kernels::kDecodeMaxTokens + 1);
-  }();
-  return v;
-}
 
 // DUET_MMA_ACC=0: the quantized tensor-core kernel's batches neither add into y (the residual
 // add then runs apart) nor have the input's conversion zero y (a memset does, in the kernel's
@@ -302,7 +293,7 @@ struct MatmulContext::Impl {
   // Batches of mma_min_tokens()-64 rows of K-quant / Q8_0 weights on sm_80+ native paths: the
   // quantized tensor-core kernel (kernels/cuda/quant_mma.h), which can also add into y.
   bool takes_mma(const DeviceMatrix& w, int n) const {
-    return dev.path == KernelPath::kNative && dev.sm >= 80 && n >= mma_min_tokens_env() &&
+    return dev.path == KernelPath::kNative && dev.sm >= 80 && n >= MatmulContext::mma_min_tokens() &&
            n <= kernels::kMmaMaxTokens && kernels::mma_supported(w.dtype) && !mma_disabled();
   }
 
@@ -613,7 +604,16 @@ bool MatmulContext::takes_q8(const DeviceMatrix& w, int n_tokens) const {
          !impl_->takes_mma(w, n_tokens);
 }
 
-int MatmulContext::mma_min_tokens() { return mma_min_tokens_env(); }
+// kMmaMinTokens, or DUET_MMA_MIN_TOKENS (2-9, read once; 9 is the earlier rule of matrix-vector
+// kernels up to 8 rows; A/B knob).
+int MatmulContext::mma_min_tokens() {
+  static const int v = [] {
+    const char* e = std::getenv("DUET_MMA_MIN_TOKENS");
+    const int x = e && *e ? std::atoi(e) : kMmaMinTokens;
+    return std::clamp(x, 2, kernels::kDecodeMaxTokens + 1);
+  }();
+  return v;
+}
 
 bool MatmulContext::takes_mma(const DeviceMatrix& w, int n_tokens) const {
   return impl_->takes_mma(w, n_tokens) && n_tokens <= impl_->max_tokens;

@@ -759,7 +759,8 @@ bool r3_enabled() {
   return on;
 }
 double wave_fill(int64_t n_rows, int R, int64_t slots) {
-  const int64_t blocks = ((n_rows + R - 1) / R + 3) / 4;
+  constexpr int kGroupsPerBlock = kThreads / 32;  // a warp per group (threads_per_group at >= 1024 groups)
+  const int64_t blocks = ((n_rows + R - 1) / R + kGroupsPerBlock - 1) / kGroupsPerBlock;
   const double waves = static_cast<double>(blocks) / static_cast<double>(slots);
   return waves / std::ceil(waves);
 }
