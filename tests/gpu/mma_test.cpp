@@ -313,7 +313,7 @@ TEST_P(MmaParity, MatchesCpuReference) {
     std::vector<float> y(static_cast<size_t>(max_n) * ldy);
     auto wr = upload_matrix(m.view(), dev, Fp8Mode::kAuto);
     ASSERT_TRUE(wr.is_ok()) << wr.status().message();
-    for (const char* warps : {"4", "8"}) {
+    for (const char* warps : {"4", "8", "8x1"}) {
       setenv("DUET_MMA_WARPS", warps, 1);
       for (int n : kTokens) {
         ASSERT_EQ(cudaMemset(dy, 0xff, static_cast<size_t>(max_n) * ldy * 4), cudaSuccess);  // NaN
@@ -511,8 +511,8 @@ TEST(MmaBench, Q4KAndQ6K) {
         };
         DUET_CUDA_CHECK(cudaSetDevice(dev.ordinal));
         kernels::launch_convert_act(xf, cols, n, cols, xh, cols, false, s);
-        double t_auto = 0, t4 = 0, t8 = 0;
-        for (const char* warps : {"auto", "4", "8"}) {
+        double t_auto = 0, t4 = 0, t8 = 0, t81 = 0;
+        for (const char* warps : {"auto", "4", "8", "8x1"}) {
           if (warps[0] == 'a')
             unsetenv("DUET_MMA_WARPS");
           else
@@ -520,11 +520,9 @@ TEST(MmaBench, Q4KAndQ6K) {
           const double t = time_graph(b, iters, s, [&](const DeviceMatrix& m) {
             kernels::launch_matmul_mma(m, xh, cols, n, y, rows, s);
           });
-          (warps[0] == 'a' ? t_auto : warps[0] == '4' ? t4 : t8) = t;
-          report(warps[0] == 'a'
-                     ? "mma (launcher's choice of warps)"
-                     : (warps[0] == '4' ? "mma, DUET_MMA_WARPS=4" : "mma, DUET_MMA_WARPS=8"),
-                 t);
+          const std::string w = warps;
+          (w == "auto" ? t_auto : w == "4" ? t4 : w == "8" ? t8 : t81) = t;
+          report(w == "auto" ? "mma (launcher's choice of warps)" : ("mma, DUET_MMA_WARPS=" + w).c_str(), t);
         }
         unsetenv("DUET_MMA_WARPS");
         const double tc_mma = time_graph(b, iters, s, [&](const DeviceMatrix& m) {
@@ -542,10 +540,10 @@ TEST(MmaBench, Q4KAndQ6K) {
         char line[240];
         const auto pct = [&](double t) { return 100 * b.bytes / t / 1e9 / kHbmGBs; };
         std::snprintf(line, sizeof line,
-                      "%-5s %6lld x %-6lld n=%-3d mma %5.1f%% (4 warps %5.1f%%, 8 warps %5.1f%%), "
+                      "%-5s %6lld x %-6lld n=%-3d mma %5.1f%% (4 warps %5.1f%%, 8 warps %5.1f%%, 8x1 %5.1f%%), "
                       "+x->F16 %5.1f%%, "
                       "old %5.1f%%, %4.1fx\n",
-                      tc.name, (long long)rows, (long long)cols, n, pct(t_auto), pct(t4), pct(t8),
+                      tc.name, (long long)rows, (long long)cols, n, pct(t_auto), pct(t4), pct(t8), pct(t81),
                       pct(tc_mma), pct(t_old), t_old / t_auto);
         summary += line;
       }

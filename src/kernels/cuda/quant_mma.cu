@@ -1,6 +1,6 @@
 // Batched-decode products y = W x^T (2 <= n_tokens <= 64) of Q4_K, Q5_K, Q6_K and Q8_0 weights on
 // tensor cores: each CTA streams the quantized blocks of 256 columns ("a stage": one K-quant
-// super-block or eight Q8_0 blocks) of 32 * W rows (W warps) and the matching F16 activation tile
+// super-block or eight Q8_0 blocks) of 16 * MT * W rows (W warps of MT m16 tiles) and the matching F16 activation tile
 // into shared memory (cp.async, multi-stage), decodes the weights to F16 in registers and
 // multiplies with mma.sync m16n8k16 (F32 accumulators). Work is split "stream-K": the (row block,
 // stage) units are dealt out evenly to one wave of CTAs, and a row block shared by two CTAs is
@@ -85,11 +85,11 @@ struct MmaArgs {
 
 constexpr int clamp_int(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
 
-template <DType T, int N, int W>
+template <DType T, int N, int W, int MT = 2>
 struct MmaShape {
   using Q = MmaType<T>;
   static constexpr int kThreads = 32 * W;
-  static constexpr int kRows = 32 * W;  // two m16 tiles per warp
+  static constexpr int kRows = 16 * MT * W;  // MT m16 tiles per warp
   static constexpr int kWBytes = kRows * Q::kPitch;
   static constexpr int kDWords = T == DType::kQ8_0 ? 5 : 1;  // region D words staged per row
   static constexpr int kDBytes = Q::kSplitD ? kRows * 4 * kDWords : 0;
@@ -141,11 +141,11 @@ __device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], 
 
 // The four k-steps of one 64-column piece for both m16 tiles and token tile nt: A fragments
 // af[mt][0..3] against the x chunks v0 (k-steps 0, 1) and v1 (k-steps 2, 3).
-template <int N>
-__device__ __forceinline__ void mma_k64(float (&acc)[2][N][4], const uint32_t (&af)[2][4][4], int nt, const uint4& v0,
+template <int N, int MT>
+__device__ __forceinline__ void mma_k64(float (&acc)[MT][N][4], const uint32_t (&af)[MT][4][4], int nt, const uint4& v0,
                                         const uint4& v1) {
 #pragma unroll
-  for (int mt = 0; mt < 2; ++mt) {
+  for (int mt = 0; mt < MT; ++mt) {
     mma16816(acc[mt][nt], af[mt][0], v0.x, v0.y);
     mma16816(acc[mt][nt], af[mt][1], v0.z, v0.w);
     mma16816(acc[mt][nt], af[mt][2], v1.x, v1.y);
@@ -170,9 +170,9 @@ __device__ __forceinline__ uint32_t deq_mul(uint32_t q, uint32_t magic, uint32_t
 // integer instructions each, which matters because the kernel is bound by instruction issue.
 // kParts: kStageWeights (the weight bytes and region D), kStageX (the activations) or both.
 constexpr int kStageWeights = 1, kStageX = 2, kStageAll = 3;
-template <DType T, int N, int W, int kParts = kStageAll>
+template <DType T, int N, int W, int MT, int kParts = kStageAll>
 __device__ __forceinline__ void load_stage(const MmaArgs& a, uint8_t* st, int64_t rb, int sb) {
-  using S = MmaShape<T, N, W>;
+  using S = MmaShape<T, N, W, MT>;
   using Q = MmaType<T>;
   const int64_t row0 = rb * S::kRows;
   const int rows_left = static_cast<int>(min(a.n_rows - row0, static_cast<int64_t>(S::kRows)));
@@ -181,11 +181,13 @@ __device__ __forceinline__ void load_stage(const MmaArgs& a, uint8_t* st, int64_
   const uint8_t* base =
       a.w + row0 * pitch + (T == DType::kQ8_0 ? 8 * Q::kBlockBytes : Q::kBlockBytes) * sb;
   constexpr int kChunks = S::kRows * Q::kChunks16;
-  static_assert(kChunks % S::kThreads == 0, "whole copies per thread");
+  // One m16 tile a warp (MT = 1) leaves a last partial round of copies (Q4_K: 9 chunks a row).
+  constexpr bool kWhole = kChunks % S::kThreads == 0;
   if constexpr ((kParts & kStageWeights) != 0) {
 #pragma unroll
-    for (int i = 0; i < kChunks / S::kThreads; ++i) {
+    for (int i = 0; i < (kChunks + S::kThreads - 1) / S::kThreads; ++i) {
       const int c = threadIdx.x + i * S::kThreads;
+      if (!kWhole && c >= kChunks) break;
       const int r = c / Q::kChunks16, part = c - r * Q::kChunks16;
       bool ok = r < rows_left;
       if constexpr (T == DType::kQ8_0) ok = ok && (part >> 1) < a.bpr - 8 * sb;  // none past the row's end
@@ -198,29 +200,33 @@ __device__ __forceinline__ void load_stage(const MmaArgs& a, uint8_t* st, int64_
       // d's of blocks sb * 8 .. + 7: the 5 aligned words from the even index at or below the first
       // (halves past region D's end zero-filled; halves of the next row are never used).
       const int r = threadIdx.x;
-      const int64_t row = row0 + r;
-      const int64_t total = a.n_rows * a.bpr;
-      const int64_t first = (row * a.bpr + sb * 8) & ~int64_t{1};
+      if (S::kRows >= S::kThreads || r < S::kRows) {  // one thread a row
+        const int64_t row = row0 + r;
+        const int64_t total = a.n_rows * a.bpr;
+        const int64_t first = (row * a.bpr + sb * 8) & ~int64_t{1};
 #pragma unroll
-      for (int j = 0; j < 5; ++j) {
-        const int64_t h = first + 2 * j;
-        const int64_t left = row < a.n_rows ? total - h : 0;
-        const int bytes = left >= 2 ? 4 : (left == 1 ? 2 : 0);
-        cp_async4(st + S::kWBytes + 20 * r + 4 * j, bytes ? a.wd + h * 2 : a.wd, bytes);
+        for (int j = 0; j < 5; ++j) {
+          const int64_t h = first + 2 * j;
+          const int64_t left = row < a.n_rows ? total - h : 0;
+          const int bytes = left >= 2 ? 4 : (left == 1 ? 2 : 0);
+          cp_async4(st + S::kWBytes + 20 * r + 4 * j, bytes ? a.wd + h * 2 : a.wd, bytes);
+        }
       }
     } else if constexpr (Q::kSplitD) {
       // Region D is 2-byte aligned per entry: copy the aligned pair (2 bytes at the very end).
       const int r = threadIdx.x;
-      const int64_t row = row0 + r;
-      const uint8_t* src = a.wd;
-      int bytes = 0;
-      if (row < a.n_rows) {
-        const int64_t total = a.n_rows * a.bpr;
-        const int64_t idx = (row * a.bpr + sb) & ~int64_t{1};
-        src = a.wd + idx * 2;
-        bytes = idx + 1 < total ? 4 : 2;
+      if (S::kRows >= S::kThreads || r < S::kRows) {  // one thread a row
+        const int64_t row = row0 + r;
+        const uint8_t* src = a.wd;
+        int bytes = 0;
+        if (row < a.n_rows) {
+          const int64_t total = a.n_rows * a.bpr;
+          const int64_t idx = (row * a.bpr + sb) & ~int64_t{1};
+          src = a.wd + idx * 2;
+          bytes = idx + 1 < total ? 4 : 2;
+        }
+        cp_async4(st + S::kWBytes + 4 * r, src, bytes);
       }
-      cp_async4(st + S::kWBytes + 4 * r, src, bytes);
     }
   }  // kStageWeights
   if constexpr ((kParts & kStageX) == 0) return;
@@ -240,32 +246,32 @@ __device__ __forceinline__ void load_stage(const MmaArgs& a, uint8_t* st, int64_
   }
 }
 
-// Q4_K and Q5_K, one staged super-block. Lane (g, t) of warp w owns, for each of its 4 rows
-// (32w + 16mt + g + 8rr), qs bytes 32t .. 32t + 31 = weights 64t + i (low nibbles, sub-block 2t)
+// Q4_K and Q5_K, one staged super-block. Lane (g, t) of warp w owns, for each of its 2 MT rows
+// (16 MT w + 16mt + g + 8rr), qs bytes 32t .. 32t + 31 = weights 64t + i (low nibbles, sub-block 2t)
 // and 64t + 32 + i (high nibbles, sub-block 2t + 1), i < 32; Q5_K adds bit 2t (low) and 2t + 1
 // (high) of qh[i] as the fifth bit. The k order inside the block is
 // permuted (a dot product does not care, as long as x follows): k-step (i, h) (word i of those 32
 // bytes, h = high nibbles) holds weights 64t + 32h + 4i + {0,1} at k slots 2t, 2t+1 and + {2,3} at
 // 2t+8, 2t+9, so the activation fragment of the same lane is x columns 64t + 32h + 4i .. + 3:
 // 8 bytes, and two k-steps one 16-byte load of the staged tile.
-template <DType T, int N, int W>
+template <DType T, int N, int W, int MT>
 __device__ __forceinline__ void compute_q45k(const uint8_t* st, const uint4* xs,
-                                             float (&acc)[2][N][4]) {
+                                             float (&acc)[MT][N][4]) {
   constexpr bool kQ5 = T == DType::kQ5_K;
   constexpr int kQs = kQ5 ? 48 : 16;  // offset of qs in the block
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-  uint4 qs[2][2][2];
-  uint32_t s_lo[2][2], m_lo[2][2], s_hi[2][2], m_hi[2][2];
+  uint4 qs[MT][2][2];
+  uint32_t s_lo[MT][2], m_lo[MT][2], s_hi[MT][2], m_hi[MT][2];
   // Sub-blocks 2t, 2t + 1 < 4 (t < 2): bytes 2t, 2t + 1 of scales[0..3] (sc) and [4..7] (m), low 6
   // bits; >= 4: the low (sc) and high (m) nibbles of scales[8 + ..] and the top 2 bits of bytes
   // 2t - 4, 2t - 3 of scales[0..7] as bits 4-5. Lane constants:
   const int sh = 16 * (t & 1), s_hi6 = t < 2 ? 0 : 2;
   const uint32_t m_w = t < 2 ? 0u : 0x0f0fu, m_lo6 = t < 2 ? 0x3f3fu : 0x3030u;
 #pragma unroll
-  for (int mt = 0; mt < 2; ++mt)
+  for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
     for (int rr = 0; rr < 2; ++rr) {
-      const uint8_t* rp = st + (32 * warp + 16 * mt + 8 * rr + g) * MmaType<T>::kPitch;
+      const uint8_t* rp = st + (16 * MT * warp + 16 * mt + 8 * rr + g) * MmaType<T>::kPitch;
       const uint4 hdr = *reinterpret_cast<const uint4*>(rp);
       qs[mt][rr][0] = *reinterpret_cast<const uint4*>(rp + kQs + 32 * t);
       qs[mt][rr][1] = *reinterpret_cast<const uint4*>(rp + kQs + 16 + 32 * t);
@@ -290,9 +296,9 @@ __device__ __forceinline__ void compute_q45k(const uint8_t* st, const uint4* xs,
 #pragma unroll
   for (int m = 0; m < 4; ++m) {
     // k-steps of this group: 0: (i = 2m, low), 1: (2m + 1, low), 2: (2m, high), 3: (2m + 1, high).
-    uint32_t af[2][4][4];
+    uint32_t af[MT][4][4];
 #pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
       for (int rr = 0; rr < 2; ++rr) {
         const uint4& v = qs[mt][rr][m >> 1];
@@ -300,7 +306,7 @@ __device__ __forceinline__ void compute_q45k(const uint8_t* st, const uint4* xs,
         if constexpr (kQ5) {  // qh bytes 8m .. 8m + 7 (positions of words 2m, 2m + 1); 8-byte
                               // aligned
           hq = *reinterpret_cast<const uint2*>(
-              st + (32 * warp + 16 * mt + 8 * rr + g) * MmaType<T>::kPitch + 16 + 8 * m);
+              st + (16 * MT * warp + 16 * mt + 8 * rr + g) * MmaType<T>::kPitch + 16 + 8 * m);
         }
 #pragma unroll
         for (int ii = 0; ii < 2; ++ii) {
@@ -348,20 +354,20 @@ __device__ __forceinline__ void compute_q45k(const uint8_t* st, const uint4* xs,
 // loads, as quant::PieceQ6K), i.e. weights 128hh + 32q + l for the quarters q < 4, scale
 // scales[8hh + 2q + gg]. k-step (q, i) holds weights 128hh + 32q + 16gg + 4i + {0,1} at k slots
 // 2t, 2t+1 and + {2,3} at 2t+8, 2t+9 (x columns likewise: 8 bytes a k-step).
-template <int N, int W>
+template <int N, int W, int MT>
 __device__ __forceinline__ void compute_q6k(const uint8_t* st, const uint4* xs, const uint32_t* dsm,
                                             int64_t row0, int64_t bpr, int64_t sb,
-                                            float (&acc)[2][N][4]) {
+                                            float (&acc)[MT][N][4]) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const int hh = t >> 1, gg = t & 1;
   const uint32_t sel = 0x4040u | gg | ((gg + 2) << 8);  // bytes gg, gg + 2 as the low bytes of two halves
-  uint4 l0[2][2], l1[2][2], qh[2][2];
-  uint32_t sq[2][2][4];
+  uint4 l0[MT][2], l1[MT][2], qh[MT][2];
+  uint32_t sq[MT][2][4];
 #pragma unroll
-  for (int mt = 0; mt < 2; ++mt)
+  for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
     for (int rr = 0; rr < 2; ++rr) {
-      const int r = 32 * warp + 16 * mt + 8 * rr + g;
+      const int r = 16 * MT * warp + 16 * mt + 8 * rr + g;
       const uint8_t* rp = st + r * MmaType<DType::kQ6_K>::kPitch;
       l0[mt][rr] = *reinterpret_cast<const uint4*>(rp + 64 * hh + 16 * gg);
       l1[mt][rr] = *reinterpret_cast<const uint4*>(rp + 64 * hh + 32 + 16 * gg);
@@ -385,9 +391,9 @@ __device__ __forceinline__ void compute_q6k(const uint8_t* st, const uint4* xs, 
     }
 #pragma unroll
   for (int q = 0; q < 4; ++q) {
-    uint32_t af[2][4][4];  // [mt][k-step i][register]
+    uint32_t af[MT][4][4];  // [mt][k-step i][register]
 #pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
       for (int rr = 0; rr < 2; ++rr) {
         const uint32_t la[4] = {l0[mt][rr].x, l0[mt][rr].y, l0[mt][rr].z, l0[mt][rr].w};
@@ -426,17 +432,17 @@ __device__ __forceinline__ void compute_q6k(const uint8_t* st, const uint4* xs, 
 // 2t + 1 of the stage (bytes 64t .. 64t + 63, chunks 4t .. 4t + 3): k-step i < 16 holds weights
 // 64t + 4i + {0,1} at k slots 2t, 2t+1 and + {2,3} at 2t+8, 2t+9 (x columns likewise). Blocks past
 // the row's end were staged as zeros (weights 0, x 0).
-template <int N, int W>
+template <int N, int W, int MT>
 __device__ __forceinline__ void compute_q80(const uint8_t* st, const uint4* xs, const uint32_t* dsm,
                                             int64_t row0, int64_t bpr, int64_t sb,
-                                            float (&acc)[2][N][4]) {
+                                            float (&acc)[MT][N][4]) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-  uint32_t dh[2][2][2];  // d of blocks 2t, 2t + 1 of each row, as half2
+  uint32_t dh[MT][2][2];  // d of blocks 2t, 2t + 1 of each row, as half2
 #pragma unroll
-  for (int mt = 0; mt < 2; ++mt)
+  for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
     for (int rr = 0; rr < 2; ++rr) {
-      const int r = 32 * warp + 16 * mt + 8 * rr + g;
+      const int r = 16 * MT * warp + 16 * mt + 8 * rr + g;
       // Place of the stage's first d in the row's 5 staged words (they start at an even index).
       const int par = static_cast<int>(((row0 + r) * bpr + sb * 8) & 1);
 #pragma unroll
@@ -450,12 +456,12 @@ __device__ __forceinline__ void compute_q80(const uint8_t* st, const uint4* xs, 
   const uint4* xl = xs + g * kXChunks + 8 * t;
 #pragma unroll
   for (int m = 0; m < 4; ++m) {
-    uint32_t af[2][4][4];  // k-steps 4m .. 4m + 3: bytes 64t + 16m .. + 15 of block 2t + m / 2
+    uint32_t af[MT][4][4];  // k-steps 4m .. 4m + 3: bytes 64t + 16m .. + 15 of block 2t + m / 2
 #pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
       for (int rr = 0; rr < 2; ++rr) {
-        const int r = 32 * warp + 16 * mt + 8 * rr + g;
+        const int r = 16 * MT * warp + 16 * mt + 8 * rr + g;
         const uint4 v = *reinterpret_cast<const uint4*>(st + r * MmaType<DType::kQ8_0>::kPitch +
                                                         16 * q8_chunk(r, 4 * t + m));
         const uint32_t wv[4] = {v.x, v.y, v.z, v.w};
@@ -481,17 +487,17 @@ __device__ __forceinline__ void compute_q80(const uint8_t* st, const uint4* xs, 
 // Writes (plain store) or adds (atomic: where CTAs share the row block, and always when
 // accumulating into y, since a plain read-modify-write would wait on each load) the accumulators
 // of row block rb, then zeroes them.
-template <int N, int W>
+template <int N, int W, int MT>
 __device__ __forceinline__ void flush(const MmaArgs& a, int64_t row0, bool atomic,
-                                      float (&acc)[2][N][4]) {
+                                      float (&acc)[MT][N][4]) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
 #pragma unroll
-  for (int mt = 0; mt < 2; ++mt)
+  for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
     for (int nt = 0; nt < N; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int64_t row = row0 + 32 * warp + 16 * mt + g + 8 * (e >> 1);
+        const int64_t row = row0 + 16 * MT * warp + 16 * mt + g + 8 * (e >> 1);
         const int tok = 8 * nt + 2 * t + (e & 1);
         if (row < a.n_rows && tok < a.n) {
           float* p = a.y + tok * a.ldy + row;
@@ -506,8 +512,9 @@ __device__ __forceinline__ void flush(const MmaArgs& a, int64_t row0, bool atomi
 
 #endif  // __CUDA_ARCH__ >= 800
 
-// Thread mapping: W warps, warp w owning rows 32w .. 32w + 31 of each row block of 32W rows (two
-// m16 tiles; lane (g, t) rows g, g + 8 of each) and all 8N tokens (N n8 tiles). CTA b handles units
+// Thread mapping: W warps, warp w owning rows 16MT w .. 16MT (w + 1) - 1 of each row block of
+// 16 MT W rows (MT m16 tiles, 2 or 1, see dispatch; lane (g, t) rows g, g + 8 of each) and all 8N
+// tokens (N n8 tiles). CTA b handles units
 // [b * units / grid, (b + 1) * units / grid) of the row-block-major list of (row block, stage)
 // units, flushing at each row block's end: plain stores where it covered the whole row, atomics
 // otherwise (y then zeroed beforehand by the launcher). Arguments (MmaArgs): Q4_K/Q5_K rows of
@@ -519,10 +526,10 @@ __device__ __forceinline__ void flush(const MmaArgs& a, int64_t row0, bool atomi
 // Launched programmatically where MatmulContext allows it (sm_90 native path): the weights of the
 // first stages are requested before the wait for the producer of x (and of a zeroed y), so that
 // they stream while that producer finishes.
-template <DType T, int N, int W>
+template <DType T, int N, int W, int MT>
 __global__ void __launch_bounds__(32 * W) matmul_mma_kernel(MmaArgs a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  using S = MmaShape<T, N, W>;
+  using S = MmaShape<T, N, W, MT>;
   extern __shared__ __align__(16) uint8_t smem[];
   detail::pdl_trigger();
   const int64_t u_begin = static_cast<int64_t>(blockIdx.x) * a.units / gridDim.x;
@@ -536,7 +543,7 @@ __global__ void __launch_bounds__(32 * W) matmul_mma_kernel(MmaArgs a) {
   // one commit group per stage as the loop expects (group 0 also holds every prologue weight).
 #pragma unroll 1
   for (int s = 0; s < S::kStages - 1 && s < count; ++s) {
-    load_stage<T, N, W, kStageWeights>(a, smem + s * S::kStageBytes, rb_l, sb_l);
+    load_stage<T, N, W, MT, kStageWeights>(a, smem + s * S::kStageBytes, rb_l, sb_l);
     if (++sb_l == spr) sb_l = 0, ++rb_l;
   }
   detail::pdl_wait();
@@ -546,7 +553,7 @@ __global__ void __launch_bounds__(32 * W) matmul_mma_kernel(MmaArgs a) {
 #pragma unroll 1
     for (int s = 0; s < S::kStages - 1; ++s) {
       if (s < count) {
-        load_stage<T, N, W, kStageX>(a, smem + s * S::kStageBytes, rb_x, sb_x);
+        load_stage<T, N, W, MT, kStageX>(a, smem + s * S::kStageBytes, rb_x, sb_x);
         if (++sb_x == spr) sb_x = 0, ++rb_x;
       }
       cp_async_commit();
@@ -559,9 +566,9 @@ __global__ void __launch_bounds__(32 * W) matmul_mma_kernel(MmaArgs a) {
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
     reinterpret_cast<float4*>(a.zero)[i] = make_float4(0.f, 0.f, 0.f, 0.f);
   if (blockIdx.x == 0 && threadIdx.x < a.zero_n - 4 * zero4) a.zero[4 * zero4 + threadIdx.x] = 0.f;
-  float acc[2][N][4];
+  float acc[MT][N][4];
 #pragma unroll
-  for (int mt = 0; mt < 2; ++mt)
+  for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
     for (int nt = 0; nt < N; ++nt)
 #pragma unroll
@@ -573,7 +580,7 @@ __global__ void __launch_bounds__(32 * W) matmul_mma_kernel(MmaArgs a) {
     cp_async_wait<S::kStages - 2>();
     __syncthreads();  // stage `it` visible to all; stage it - 1 free for the next load
     if (it + S::kStages - 1 < count) {
-      load_stage<T, N, W>(a, smem + ld_stage * S::kStageBytes, rb_l, sb_l);
+      load_stage<T, N, W, MT>(a, smem + ld_stage * S::kStageBytes, rb_l, sb_l);
       if (++sb_l == spr) sb_l = 0, ++rb_l;
     }
     cp_async_commit();
@@ -582,17 +589,17 @@ __global__ void __launch_bounds__(32 * W) matmul_mma_kernel(MmaArgs a) {
     if (++st_stage == S::kStages) st_stage = 0;
     const uint4* xs = reinterpret_cast<const uint4*>(st + S::kWBytes + S::kDBytes);
     if constexpr (T == DType::kQ4_K || T == DType::kQ5_K) {
-      compute_q45k<T, N, W>(st, xs, acc);
+      compute_q45k<T, N, W, MT>(st, xs, acc);
     } else if constexpr (T == DType::kQ8_0) {
-      compute_q80<N, W>(st, xs, reinterpret_cast<const uint32_t*>(st + S::kWBytes), rb_c * S::kRows,
+      compute_q80<N, W, MT>(st, xs, reinterpret_cast<const uint32_t*>(st + S::kWBytes), rb_c * S::kRows,
                         a.bpr, sb_c, acc);
     } else {
-      compute_q6k<N, W>(st, xs, reinterpret_cast<const uint32_t*>(st + S::kWBytes), rb_c * S::kRows,
+      compute_q6k<N, W, MT>(st, xs, reinterpret_cast<const uint32_t*>(st + S::kWBytes), rb_c * S::kRows,
                         a.bpr, sb_c, acc);
     }
     if (sb_c == spr - 1 || it == count - 1) {
       const bool full = seg_full_start && sb_c == spr - 1;
-      flush<N, W>(a, rb_c * S::kRows, !full, acc);
+      flush<N, W, MT>(a, rb_c * S::kRows, !full, acc);
       seg_full_start = true;
     }
     if (++sb_c == spr) sb_c = 0, ++rb_c;
@@ -627,14 +634,14 @@ int sm_count(int dev) {
 // Resident CTAs per SM of one kernel instantiation on device dev, after opting it in to its
 // dynamic shared memory there (both host calls that are not stream work: legal while a graph is
 // being captured; done once per instantiation and device).
-template <DType T, int N, int W>
+template <DType T, int N, int W, int MT>
 int ctas_per_sm(int dev) {
-  using S = MmaShape<T, N, W>;
+  using S = MmaShape<T, N, W, MT>;
   static std::mutex mu;
   static int per_sm[kMaxDevices] = {};
   std::lock_guard<std::mutex> lock(mu);
   if (per_sm[dev] == 0) {
-    auto kernel = matmul_mma_kernel<T, N, W>;
+    auto kernel = matmul_mma_kernel<T, N, W, MT>;
     DUET_CUDA_CHECK(
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmemBytes));
     DUET_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm[dev], kernel, S::kThreads,
@@ -645,10 +652,10 @@ int ctas_per_sm(int dev) {
   return per_sm[dev];
 }
 
-template <DType T, int N, int W>
+template <DType T, int N, int W, int MT>
 void run(const DeviceMatrix& w, const __half* x, int64_t ldx, int n, float* y, int64_t ldy, int dev,
          bool accumulate, bool pdl, ZeroJob zero, cudaStream_t s) {
-  using S = MmaShape<T, N, W>;
+  using S = MmaShape<T, N, W, MT>;
   MmaArgs a{};
   a.n_rows = w.n_rows;
   a.bpr = w.n_cols / MmaType<T>::kBlockCols;
@@ -673,7 +680,7 @@ void run(const DeviceMatrix& w, const __half* x, int64_t ldx, int n, float* y, i
                  "matmul_mma: %lld-byte rows or %lld-half activation rows too long", (long long)pitch,
                  (long long)ldx);
   // One wave; the fewest CTAs that give every CTA the smallest whole number of units.
-  const int64_t slots = static_cast<int64_t>(ctas_per_sm<T, N, W>(dev)) * sm_count(dev);
+  const int64_t slots = static_cast<int64_t>(ctas_per_sm<T, N, W, MT>(dev)) * sm_count(dev);
   const int64_t per_cta = (a.units + slots - 1) / slots;
   const int64_t grid = (a.units + per_cta - 1) / per_cta;
   // Some row block is shared by two CTAs unless every CTA boundary is a row-block boundary.
@@ -681,41 +688,56 @@ void run(const DeviceMatrix& w, const __half* x, int64_t ldx, int n, float* y, i
   for (int64_t b = 1; b < grid && !shared; ++b) shared = (b * a.units / grid) % a.spr != 0;
   if (shared && !accumulate)
     DUET_CUDA_CHECK(cudaMemset2DAsync(y, ldy * sizeof(float), 0, w.n_rows * sizeof(float), n, s));
-  detail::launch_maybe_pdl(matmul_mma_kernel<T, N, W>, dim3(static_cast<unsigned>(grid)), dim3(S::kThreads),
+  detail::launch_maybe_pdl(matmul_mma_kernel<T, N, W, MT>, dim3(static_cast<unsigned>(grid)), dim3(S::kThreads),
                            S::kSmemBytes, s, pdl, a);
   DUET_CUDA_CHECK_LAUNCH();
 }
 
-template <DType T, int W>
+template <DType T, int W, int MT>
 void dispatch_tokens(const DeviceMatrix& w, const __half* x, int64_t ldx, int n, float* y,
                      int64_t ldy, int dev, bool acc, bool pdl, ZeroJob z, cudaStream_t s) {
   const int tiles = (n + 7) / 8;
-  if (tiles <= 1) return run<T, 1, W>(w, x, ldx, n, y, ldy, dev, acc, pdl, z, s);
-  if (tiles <= 2) return run<T, 2, W>(w, x, ldx, n, y, ldy, dev, acc, pdl, z, s);
-  if (tiles <= 4) return run<T, 4, W>(w, x, ldx, n, y, ldy, dev, acc, pdl, z, s);
-  if (tiles <= 6) return run<T, 6, W>(w, x, ldx, n, y, ldy, dev, acc, pdl, z, s);
-  return run<T, 8, W>(w, x, ldx, n, y, ldy, dev, acc, pdl, z, s);
+  if (tiles <= 1) return run<T, 1, W, MT>(w, x, ldx, n, y, ldy, dev, acc, pdl, z, s);
+  if (tiles <= 2) return run<T, 2, W, MT>(w, x, ldx, n, y, ldy, dev, acc, pdl, z, s);
+  if (tiles <= 4) return run<T, 4, W, MT>(w, x, ldx, n, y, ldy, dev, acc, pdl, z, s);
+  if (tiles <= 6) return run<T, 6, W, MT>(w, x, ldx, n, y, ldy, dev, acc, pdl, z, s);
+  return run<T, 8, W, MT>(w, x, ldx, n, y, ldy, dev, acc, pdl, z, s);
 }
 
-// Warps per CTA (rows per CTA = 32 * warps): 4. Two 4-warp CTAs share an SM (shared memory), so
-// an SM holds 8 warps either way, but two CTAs pipeline their stages independently, and 8-warp
-// units are twice as coarse. H200 (2026-11-30): Q4_K 37888 x 3584 n = 32 47.7 us against 50.5 with
-// 8 warps, Q6_K 37888 x 3584 52.7 against 57.8 (MmaBench); qwen2-7b Q4_K_M 32-sequence step 4.21
-// / 4.22 ms against 4.41 / 4.42 (8 warps where a matrix has >= 2 units an SM, the previous rule).
-// DUET_MMA_WARPS=8 forces 8 (read at every launch, so that a benchmark can compare them in one
-// process; graph replays do not come through here).
-int warps_for() {
+// CTA shape (warps x m16 tiles per warp; rows per CTA = 16 x both). 4 x 2 (128 rows) by default:
+// two 4-warp CTAs share an SM (shared memory), and two CTAs pipeline their stages independently,
+// where one 8-warp CTA of twice the rows has units twice as coarse. H200 (2026-11-30): Q4_K 37888 x
+// 3584 n = 32 47.7 us against 50.5 with 8 x 2, Q6_K 52.7 against 57.8 (MmaBench); qwen2-7b Q4_K_M
+// 32-sequence step 4.21 / 4.22 ms against 4.41 / 4.42. Batches of 17-32 tokens (four n8 tiles)
+// take 8 x 1: the same 128 rows and stages per CTA, twice the warps an SM to hide the per-stage
+// chain of shared-memory loads, decode and mma (16 instead of 8). H200 (2026-12-01, session 14 run
+// 3): 32-sequence step 3.354 / 3.344 ms against 3.382 / 3.386 with 4 x 2; at 8 and 16 sequences
+// 8 x 1 was slower (2.525 / 2.521 and 2.837 / 2.831 against 2.422 / 2.437 and 2.724 / 2.721), as
+// it was at 64 tokens on the larger shapes (MmaBench: Q4_K 37888 x 3584 23.7% of HBM bandwidth
+// against 26.1%). DUET_MMA_WARPS=4, 8 or 8x1 forces 4 x 2, 8 x 2 or 8 x 1 (read at every launch,
+// so that a benchmark can compare them in one process; graph replays do not come through here).
+enum class MmaCfg { kAuto, k4x2, k8x2, k8x1 };
+MmaCfg forced_cfg() {
   const char* e = std::getenv("DUET_MMA_WARPS");
-  return e && std::atoi(e) == 8 ? 8 : 4;
+  if (e == nullptr || *e == 0) return MmaCfg::kAuto;
+  if (std::strcmp(e, "8x1") == 0) return MmaCfg::k8x1;
+  return std::atoi(e) == 8 ? MmaCfg::k8x2 : MmaCfg::k4x2;
 }
 
 template <DType T>
 void dispatch(const DeviceMatrix& w, const __half* x, int64_t ldx, int n, float* y, int64_t ldy,
               bool acc, bool pdl, ZeroJob z, cudaStream_t s) {
   const int dev = current_device();
-  if (warps_for() == 8)
-    return dispatch_tokens<T, 8>(w, x, ldx, n, y, ldy, dev, acc, pdl, z, s);
-  return dispatch_tokens<T, 4>(w, x, ldx, n, y, ldy, dev, acc, pdl, z, s);
+  MmaCfg c = forced_cfg();
+  if (c == MmaCfg::kAuto) {
+    const int tiles = (n + 7) / 8;
+    c = tiles > 2 && tiles <= 4 ? MmaCfg::k8x1 : MmaCfg::k4x2;
+  }
+  switch (c) {
+    case MmaCfg::k8x2: return dispatch_tokens<T, 8, 2>(w, x, ldx, n, y, ldy, dev, acc, pdl, z, s);
+    case MmaCfg::k8x1: return dispatch_tokens<T, 8, 1>(w, x, ldx, n, y, ldy, dev, acc, pdl, z, s);
+    default: return dispatch_tokens<T, 4, 2>(w, x, ldx, n, y, ldy, dev, acc, pdl, z, s);
+  }
 }
 
 }  // namespace
