@@ -3,6 +3,7 @@
 #include "runner/cuda_model.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -269,7 +270,18 @@ struct CudaModel::Impl {
     event_names[n_marks] = name;
     DUET_CUDA_CHECK(cudaEventRecord(events[n_marks++], stream));
   }
-  bool profile_paused = false;  // pause_profile(): forwards not added to op_ms
+  bool profile_paused = false;  // pause_profile(): forwards not added to op_ms (nor to step_stats)
+  // DUET_CUDA_STEP_TIMES=1 (graphs kept): each decode graph replay is bracketed by two events, and
+  // per batch size the replay's GPU time is summed beside the wall time of the whole forward call
+  // (metadata upload, launch, read-back and synchronisation included): profile_report() prints
+  // what a step spends outside its graph.
+  bool step_times = false;
+  cudaEvent_t step_ev[2] = {nullptr, nullptr};
+  struct StepStat {
+    int64_t steps = 0;
+    double gpu_ms = 0, wall_ms = 0;
+  };
+  std::map<int, StepStat> step_stats;  // by n_tokens
   void collect_profile() {
     if (!profile || n_marks == 0) return;
     if (profile_paused) {
@@ -292,6 +304,8 @@ struct CudaModel::Impl {
     for (auto& [key, g] : graphs)
       if (g.exec) cudaGraphExecDestroy(g.exec);
     for (cudaEvent_t e : events) cudaEventDestroy(e);
+    for (cudaEvent_t e : step_ev)
+      if (e) cudaEventDestroy(e);
     if (stream) cudaStreamDestroy(stream);
   }
 
@@ -698,6 +712,10 @@ Result<std::unique_ptr<CudaModel>> CudaModel::create(ModelWeights weights, const
   m.gelu = llamacpp ? GeluMode::kF16Table : GeluMode::kExact;
   m.tr = traits_of(hp.arch);
   if (const char* p = std::getenv("DUET_CUDA_PROFILE"); p && *p && std::strcmp(p, "0") != 0) m.profile = true;
+  if (env_flag("DUET_CUDA_STEP_TIMES", false)) {
+    m.step_times = true;
+    for (cudaEvent_t& e : m.step_ev) DUET_CUDA_CHECK(cudaEventCreate(&e));
+  }
 
   // Memory plan: weights (as stored) + KV cache must fit in what the device has free.
   const uint64_t elem = opt.kv_dtype == DType::kF16 ? 2 : 4;
@@ -810,6 +828,8 @@ Status CudaModel::forward_greedy(const ForwardBatch& b, int32_t* tokens) { retur
 // logits_out (host) or tokens (host, the argmax of each output row, computed on the device).
 Status CudaModel::run(const ForwardBatch& b, float* logits_out, int32_t* tokens) {
   Impl& m = *impl_;
+  const auto wall0 = std::chrono::steady_clock::now();
+  bool replayed = false;  // a decode graph replay bracketed by m.step_ev (DUET_CUDA_STEP_TIMES)
   const bool greedy = tokens != nullptr;
   const HParams& hp = m.w.hp;
   DUET_RETURN_IF_ERROR(validate_forward_batch(b, hp.vocab_size, m.opt.kv_block_size, m.opt.n_kv_blocks));
@@ -915,7 +935,10 @@ Status CudaModel::run(const ForwardBatch& b, float* logits_out, int32_t* tokens)
         DUET_CUDA_CHECK(cudaGraphInstantiateWithFlags(&gr.exec, g, 0));  // this form exists from CUDA 11.4 to 13
         DUET_CUDA_CHECK(cudaGraphDestroy(g));
       }
+      replayed = m.step_times && !m.profile_paused;
+      if (replayed) DUET_CUDA_CHECK(cudaEventRecord(m.step_ev[0], m.stream));
       DUET_CUDA_CHECK(cudaGraphLaunch(gr.exec, m.stream));
+      if (replayed) DUET_CUDA_CHECK(cudaEventRecord(m.step_ev[1], m.stream));
     }
   } else {
     m.run_forward(n, n_out, ab, md + off_tok, runs, greedy);
@@ -929,6 +952,14 @@ Status CudaModel::run(const ForwardBatch& b, float* logits_out, int32_t* tokens)
                                     cudaMemcpyDeviceToHost, m.stream));
   DUET_CUDA_CHECK(cudaStreamSynchronize(m.stream));
   if (ids_host != nullptr) std::memcpy(tokens, ids_host, size_t(n_out) * sizeof(int32_t));
+  if (replayed) {
+    float gpu_ms = 0;
+    DUET_CUDA_CHECK(cudaEventElapsedTime(&gpu_ms, m.step_ev[0], m.step_ev[1]));
+    Impl::StepStat& st = m.step_stats[n];
+    ++st.steps;
+    st.gpu_ms += gpu_ms;
+    st.wall_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wall0).count();
+  }
   m.last_n_out = n_out;
   m.collect_profile();
   return Status::ok();
@@ -949,13 +980,23 @@ void CudaModel::pause_profile(bool paused) { impl_->profile_paused = paused; }
 
 std::string CudaModel::profile_report() const {
   const Impl& m = *impl_;
-  if (!m.profile || m.profiled_forwards == 0) return "";
+  std::string steps;
+  for (const auto& [n, st] : m.step_stats) {
+    char line[200];
+    std::snprintf(line, sizeof line,
+                  "  %3d tokens: %6lld replays, graph %8.1f us, forward call %8.1f us, outside the graph %6.1f us\n", n,
+                  static_cast<long long>(st.steps), 1e3 * st.gpu_ms / st.steps, 1e3 * st.wall_ms / st.steps,
+                  1e3 * (st.wall_ms - st.gpu_ms) / st.steps);
+    steps += line;
+  }
+  if (!steps.empty()) steps = "decode steps (DUET_CUDA_STEP_TIMES; means per step):\n" + steps;
+  if (!m.profile || m.profiled_forwards == 0) return steps;
   double total = 0;
   for (const auto& [name, t] : m.op_ms) total += t.first;
   std::vector<std::pair<double, std::string>> rows;
   for (const auto& [name, t] : m.op_ms) rows.emplace_back(t.first, name);
   std::sort(rows.rbegin(), rows.rend());
-  std::string out = "GPU time by op over " + std::to_string(m.profiled_forwards) + " forwards (eager, DUET_CUDA_PROFILE):\n";
+  std::string out = steps + "GPU time by op over " + std::to_string(m.profiled_forwards) + " forwards (eager, DUET_CUDA_PROFILE):\n";
   char line[160];
   for (const auto& [ms, name] : rows) {
     std::snprintf(line, sizeof line, "  %-22s %10.3f ms %6.1f%%  %8.1f us/forward\n", name.c_str(), ms, 100 * ms / total,
