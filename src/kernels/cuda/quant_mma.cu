@@ -1,10 +1,10 @@
 // Batched-decode products y = W x^T (2 <= n_tokens <= 64) of Q4_K, Q5_K, Q6_K and Q8_0 weights on
 // tensor cores: each CTA streams the quantized blocks of 256 columns ("a stage": one K-quant
-// super-block or eight Q8_0 blocks) of 16 * MT * W rows (W warps of MT m16 tiles) and the matching F16 activation tile
-// into shared memory (cp.async, multi-stage), decodes the weights to F16 in registers and
-// multiplies with mma.sync m16n8k16 (F32 accumulators). Work is split "stream-K": the (row block,
-// stage) units are dealt out evenly to one wave of CTAs, and a row block shared by two CTAs is
-// summed with float atomics into a zeroed y. Owns no memory; runs on the caller's stream. sm_80+
+// super-block or eight Q8_0 blocks) of 16 * MT * W rows (W warps of MT m16 tiles) and the matching
+// F16 activation tile into shared memory (cp.async, multi-stage), decodes the weights to F16 in
+// registers and multiplies with mma.sync m16n8k16 (F32 accumulators). Work is split "stream-K":
+// the (row block, stage) units are dealt out evenly to one wave of CTAs, and a row block shared by
+// two CTAs is summed with float atomics into a zeroed y. Owns no memory; runs on the caller's stream. sm_80+
 // only (the kernel bodies trap when compiled for older targets).
 #include <cuda_fp16.h>
 
@@ -139,7 +139,7 @@ __device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// The four k-steps of one 64-column piece for both m16 tiles and token tile nt: A fragments
+// The four k-steps of one 64-column piece for each of the MT m16 tiles and token tile nt: A fragments
 // af[mt][0..3] against the x chunks v0 (k-steps 0, 1) and v1 (k-steps 2, 3).
 template <int N, int MT>
 __device__ __forceinline__ void mma_k64(float (&acc)[MT][N][4], const uint32_t (&af)[MT][4][4], int nt, const uint4& v0,
