@@ -313,6 +313,8 @@ TEST_P(MmaParity, MatchesCpuReference) {
     std::vector<float> y(static_cast<size_t>(max_n) * ldy);
     auto wr = upload_matrix(m.view(), dev, Fp8Mode::kAuto);
     ASSERT_TRUE(wr.is_ok()) << wr.status().message();
+    // Every CTA shape (quant_mma.cu's dispatch): 4 warps x 2 m16 tiles, 8 x 2 (256 rows), 8 x 1
+    // (128 rows, one tile a warp: the partial copy round and the row-guarded region D loads).
     for (const char* warps : {"4", "8", "8x1"}) {
       setenv("DUET_MMA_WARPS", warps, 1);
       for (int n : kTokens) {
