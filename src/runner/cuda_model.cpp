@@ -828,8 +828,10 @@ Status CudaModel::forward_greedy(const ForwardBatch& b, int32_t* tokens) { retur
 // logits_out (host) or tokens (host, the argmax of each output row, computed on the device).
 Status CudaModel::run(const ForwardBatch& b, float* logits_out, int32_t* tokens) {
   Impl& m = *impl_;
-  const auto wall0 = std::chrono::steady_clock::now();
-  bool replayed = false;  // a decode graph replay bracketed by m.step_ev (DUET_CUDA_STEP_TIMES)
+  // DUET_CUDA_STEP_TIMES only: the forward call's start, and whether a decode graph replay is
+  // bracketed by m.step_ev.
+  const auto wall0 = m.step_times ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+  bool replayed = false;
   const bool greedy = tokens != nullptr;
   const HParams& hp = m.w.hp;
   DUET_RETURN_IF_ERROR(validate_forward_batch(b, hp.vocab_size, m.opt.kv_block_size, m.opt.n_kv_blocks));

@@ -1,8 +1,8 @@
 // matmul.h: uploading weight matrices into the device layouts of quant_types.cuh, and the
 // MatmulContext that picks a path per call: decode kernels for n_tokens <= 8 (quant_matvec.cu;
 // matvec_mma.cu for FP8, and F16/BF16 from 2 rows, on sm_80+), the quantized MMA kernel for 2-64
-// rows of K-quant / Q8_0 weights on sm_80+ (quant_mma.cu), otherwise cuBLAS GEMMs on F16/BF16 (weights dequantized into a workspace
-// in row chunks), F32 (TF32 on the native path), or cuBLASLt FP8 (E4M3 x E4M3, per-token
+// rows of K-quant / Q8_0 weights on sm_80+ (quant_mma.cu), otherwise cuBLAS GEMMs on F16/BF16
+// (weights dequantized into a workspace in row chunks), F32 (TF32 on the native path), or cuBLASLt FP8 (E4M3 x E4M3, per-token
 // activation and per-tensor or per-row weight scales).
 // Host code; everything it launches goes on the caller's stream.
 #include "kernels/cuda/matmul.h"

@@ -4,8 +4,8 @@
 // F16 activation tile into shared memory (cp.async, multi-stage), decodes the weights to F16 in
 // registers and multiplies with mma.sync m16n8k16 (F32 accumulators). Work is split "stream-K":
 // the (row block, stage) units are dealt out evenly to one wave of CTAs, and a row block shared by
-// two CTAs is summed with float atomics into a zeroed y. Owns no memory; runs on the caller's stream. sm_80+
-// only (the kernel bodies trap when compiled for older targets).
+// two CTAs is summed with float atomics into a zeroed y. Owns no memory; runs on the caller's
+// stream. sm_80+ only (the kernel bodies trap when compiled for older targets).
 #include <cuda_fp16.h>
 
 #include <algorithm>
@@ -513,8 +513,8 @@ __device__ __forceinline__ void flush(const MmaArgs& a, int64_t row0, bool atomi
 #endif  // __CUDA_ARCH__ >= 800
 
 // Thread mapping: W warps, warp w owning rows 16MT w .. 16MT (w + 1) - 1 of each row block of
-// 16 MT W rows (MT m16 tiles, 2 or 1, see dispatch; lane (g, t) rows g, g + 8 of each) and all 8N
-// tokens (N n8 tiles). CTA b handles units
+// 16 MT W rows (MT m16 tiles, 2 or 1, see dispatch; lane (g, t) rows g, g + 8 of each) and
+// all 8N tokens (N n8 tiles). CTA b handles units
 // [b * units / grid, (b + 1) * units / grid) of the row-block-major list of (row block, stage)
 // units, flushing at each row block's end: plain stores where it covered the whole row, atomics
 // otherwise (y then zeroed beforehand by the launcher). Arguments (MmaArgs): Q4_K/Q5_K rows of
@@ -714,8 +714,9 @@ void dispatch_tokens(const DeviceMatrix& w, const __half* x, int64_t ldx, int n,
 // (2026-12-01, session 14 runs 3 and 6): 32-sequence step 3.354 / 3.344 ms against 3.382 / 3.386
 // with 4 x 2, 48 sequences 4.221 / 4.238 against 4.353 / 4.357; at 8 and 16 sequences 8 x 1 was
 // slower (2.525 / 2.521 and 2.837 / 2.831 against 2.422 / 2.437 and 2.724 / 2.721), at 64 level
-// (5.088 / 5.080 against 5.074 / 5.068). DUET_MMA_WARPS=4, 8 or 8x1 forces 4 x 2, 8 x 2 or 8 x 1 (read at every launch,
-// so that a benchmark can compare them in one process; graph replays do not come through here).
+// (5.088 / 5.080 against 5.074 / 5.068). DUET_MMA_WARPS=4, 8 or 8x1 forces 4 x 2, 8 x 2 or 8 x 1
+// (read at every launch, so that a benchmark can compare them in one process; graph replays do
+// not come through here).
 enum class MmaCfg { kAuto, k4x2, k8x2, k8x1 };
 MmaCfg forced_cfg() {
   const char* e = std::getenv("DUET_MMA_WARPS");
