@@ -326,17 +326,19 @@ __device__ __forceinline__ void compute_q45k(const uint8_t* st, const uint4* xs,
             af[mt][2 + ii][2 + rr] = deq_fma(__byte_perm(hi, 0x64646464u, 0x4342), 0x64006400u,
                                              s_hi[mt][rr], m_hi[mt][rr]);
           } else {
-            const uint32_t t01 = __byte_perm(w, 0, 0x4140);  // bytes 0, 1 -> bytes 0, 2
-            const uint32_t t23 = __byte_perm(w, 0, 0x4342);  // bytes 2, 3 -> bytes 0, 2
             // Low nibble | 0x6400 is the half 1024 + q; high nibble (bits 4-7) | 0x5400 is 64 + q.
-            af[mt][ii][rr] =
-                deq_fma((t01 & 0x000f000fu) | 0x64006400u, 0x64006400u, s_lo[mt][rr], m_lo[mt][rr]);
-            af[mt][ii][2 + rr] =
-                deq_fma((t23 & 0x000f000fu) | 0x64006400u, 0x64006400u, s_lo[mt][rr], m_lo[mt][rr]);
-            af[mt][2 + ii][rr] =
-                deq_fma((t01 & 0x00f000f0u) | 0x54005400u, 0x54005400u, s_hi[mt][rr], m_hi[mt][rr]);
-            af[mt][2 + ii][2 + rr] =
-                deq_fma((t23 & 0x00f000f0u) | 0x54005400u, 0x54005400u, s_hi[mt][rr], m_hi[mt][rr]);
+            // One mask of the word for each, then a byte permute per half pair puts bytes 0, 1
+            // (or 2, 3) under the magic high bytes: 6 integer instructions a word where
+            // permuting first and masking each pair took 10 (same halves, so same results).
+            const uint32_t lo = w & 0x0f0f0f0fu, hi = w & 0xf0f0f0f0u;
+            af[mt][ii][rr] = deq_fma(__byte_perm(lo, 0x64646464u, 0x4140), 0x64006400u,
+                                     s_lo[mt][rr], m_lo[mt][rr]);
+            af[mt][ii][2 + rr] = deq_fma(__byte_perm(lo, 0x64646464u, 0x4342), 0x64006400u,
+                                         s_lo[mt][rr], m_lo[mt][rr]);
+            af[mt][2 + ii][rr] = deq_fma(__byte_perm(hi, 0x54545454u, 0x4140), 0x54005400u,
+                                         s_hi[mt][rr], m_hi[mt][rr]);
+            af[mt][2 + ii][2 + rr] = deq_fma(__byte_perm(hi, 0x54545454u, 0x4342), 0x54005400u,
+                                             s_hi[mt][rr], m_hi[mt][rr]);
           }
         }
       }
@@ -526,8 +528,11 @@ __device__ __forceinline__ void flush(const MmaArgs& a, int64_t row0, bool atomi
 // Launched programmatically where MatmulContext allows it (sm_90 native path): the weights of the
 // first stages are requested before the wait for the producer of x (and of a zeroed y), so that
 // they stream while that producer finishes.
+// Two 8 x 1 CTAs of up to 48 tokens share an SM: their registers are capped at 128 (the Q4_K
+// instance at 41-48 tokens needs 134 uncapped, which would leave one CTA an SM).
 template <DType T, int N, int W, int MT>
-__global__ void __launch_bounds__(32 * W) matmul_mma_kernel(MmaArgs a) {
+__global__ void __launch_bounds__(32 * W, (W == 8 && MT == 1 && N <= 6) ? 2 : 1)
+    matmul_mma_kernel(MmaArgs a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   using S = MmaShape<T, N, W, MT>;
   extern __shared__ __align__(16) uint8_t smem[];
