@@ -311,35 +311,30 @@ __device__ __forceinline__ void compute_q45k(const uint8_t* st, const uint4* xs,
 #pragma unroll
         for (int ii = 0; ii < 2; ++ii) {
           const uint32_t w = (m & 1) ? (ii ? v.w : v.z) : (ii ? v.y : v.x);
-          if constexpr (kQ5) {
-            // 5-bit quants a byte; byte | 0x6400 is the half 1024 + q.
+          // lo / hi: the bytes of the low / high quants of 4 weights. A byte permute per half
+          // pair puts bytes 0, 1 (or 2, 3) under a magic high byte: byte | 0x6400 is the half
+          // 1024 + q, and Q4_K's unshifted high nibble (bits 4-7) | 0x5400 is 64 + q. Q4_K
+          // masks the word once for each (6 integer instructions a word where permuting first
+          // and masking each pair took 10; the same halves, so the same results).
+          uint32_t lo, hi;
+          if constexpr (kQ5) {  // 5-bit quants: the nibble and its qh bit, one a byte
             const uint32_t hw = ii ? hq.y : hq.x;
-            const uint32_t lo = (w & 0x0f0f0f0fu) | (((hw >> (2 * t)) & 0x01010101u) << 4);
-            const uint32_t hi =
-                ((w >> 4) & 0x0f0f0f0fu) | (((hw >> (2 * t + 1)) & 0x01010101u) << 4);
-            af[mt][ii][rr] = deq_fma(__byte_perm(lo, 0x64646464u, 0x4140), 0x64006400u,
-                                     s_lo[mt][rr], m_lo[mt][rr]);
-            af[mt][ii][2 + rr] = deq_fma(__byte_perm(lo, 0x64646464u, 0x4342), 0x64006400u,
-                                         s_lo[mt][rr], m_lo[mt][rr]);
-            af[mt][2 + ii][rr] = deq_fma(__byte_perm(hi, 0x64646464u, 0x4140), 0x64006400u,
-                                         s_hi[mt][rr], m_hi[mt][rr]);
-            af[mt][2 + ii][2 + rr] = deq_fma(__byte_perm(hi, 0x64646464u, 0x4342), 0x64006400u,
-                                             s_hi[mt][rr], m_hi[mt][rr]);
+            lo = (w & 0x0f0f0f0fu) | (((hw >> (2 * t)) & 0x01010101u) << 4);
+            hi = ((w >> 4) & 0x0f0f0f0fu) | (((hw >> (2 * t + 1)) & 0x01010101u) << 4);
           } else {
-            // Low nibble | 0x6400 is the half 1024 + q; high nibble (bits 4-7) | 0x5400 is 64 + q.
-            // One mask of the word for each, then a byte permute per half pair puts bytes 0, 1
-            // (or 2, 3) under the magic high bytes: 6 integer instructions a word where
-            // permuting first and masking each pair took 10 (same halves, so same results).
-            const uint32_t lo = w & 0x0f0f0f0fu, hi = w & 0xf0f0f0f0u;
-            af[mt][ii][rr] = deq_fma(__byte_perm(lo, 0x64646464u, 0x4140), 0x64006400u,
-                                     s_lo[mt][rr], m_lo[mt][rr]);
-            af[mt][ii][2 + rr] = deq_fma(__byte_perm(lo, 0x64646464u, 0x4342), 0x64006400u,
-                                         s_lo[mt][rr], m_lo[mt][rr]);
-            af[mt][2 + ii][rr] = deq_fma(__byte_perm(hi, 0x54545454u, 0x4140), 0x54005400u,
-                                         s_hi[mt][rr], m_hi[mt][rr]);
-            af[mt][2 + ii][2 + rr] = deq_fma(__byte_perm(hi, 0x54545454u, 0x4342), 0x54005400u,
-                                             s_hi[mt][rr], m_hi[mt][rr]);
+            lo = w & 0x0f0f0f0fu;
+            hi = w & 0xf0f0f0f0u;
           }
+          constexpr uint32_t kHiBytes = kQ5 ? 0x64646464u : 0x54545454u;
+          constexpr uint32_t kHiMagic = kQ5 ? 0x64006400u : 0x54005400u;
+          af[mt][ii][rr] = deq_fma(__byte_perm(lo, 0x64646464u, 0x4140), 0x64006400u, s_lo[mt][rr],
+                                   m_lo[mt][rr]);
+          af[mt][ii][2 + rr] = deq_fma(__byte_perm(lo, 0x64646464u, 0x4342), 0x64006400u,
+                                       s_lo[mt][rr], m_lo[mt][rr]);
+          af[mt][2 + ii][rr] = deq_fma(__byte_perm(hi, kHiBytes, 0x4140), kHiMagic, s_hi[mt][rr],
+                                       m_hi[mt][rr]);
+          af[mt][2 + ii][2 + rr] = deq_fma(__byte_perm(hi, kHiBytes, 0x4342), kHiMagic,
+                                           s_hi[mt][rr], m_hi[mt][rr]);
         }
       }
 #pragma unroll
