@@ -524,7 +524,9 @@ __device__ __forceinline__ void flush(const MmaArgs& a, int64_t row0, bool atomi
 // first stages are requested before the wait for the producer of x (and of a zeroed y), so that
 // they stream while that producer finishes.
 // Two 8 x 1 CTAs of up to 48 tokens share an SM: their registers are capped at 128 (the Q4_K
-// instance at 41-48 tokens needs 134 uncapped, which would leave one CTA an SM).
+// instance at 41-48 tokens needs 134 uncapped, which would leave one CTA an SM). Under the cap
+// ptxas spills 8-40 bytes in the N = 6 instances and Q5_K's N = 4 one; the 48-sequence qwen2-7b
+// Q4_K_M step was unchanged by it (H200, 2026-12-01).
 template <DType T, int N, int W, int MT>
 __global__ void __launch_bounds__(32 * W, (W == 8 && MT == 1 && N <= 6) ? 2 : 1)
     matmul_mma_kernel(MmaArgs a) {
