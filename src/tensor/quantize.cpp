@@ -364,4 +364,22 @@ void quantize_row(DType t, const float* x, void* dst, int64_t n) {
   }
 }
 
+// File weight e is nibble (e >> 5) & 1 of qs byte 32 (e >> 6) + (e & 31), so both halves of the
+// new byte 16p + i come from nibble s = (p >> 1) & 1 of file bytes 32 (p >> 2) + 16 (p & 1) + i
+// (weight 16p + i) and 64 bytes further (weight 128 + 16p + i).
+void repack_q4_K_for_gpu(const void* src, void* dst) {
+  const auto* in = static_cast<const uint8_t*>(src);
+  auto* out = static_cast<uint8_t*>(dst);
+  std::memcpy(out, in, 16);  // d, dmin, scales[12]
+  const uint8_t* qs = in + 16;
+  for (int p = 0; p < 8; ++p) {
+    const int s = 4 * ((p >> 1) & 1);
+    const uint8_t* lo = qs + 32 * (p >> 2) + 16 * (p & 1);
+    const uint8_t* hi = lo + 64;
+    for (int i = 0; i < 16; ++i)
+      out[16 + 16 * p + i] =
+          static_cast<uint8_t>(((lo[i] >> s) & 0x0f) | (((hi[i] >> s) & 0x0f) << 4));
+  }
+}
+
 }  // namespace duet

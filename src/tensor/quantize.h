@@ -26,4 +26,10 @@ void quantize_row_q5_K(const float* x, void* y, int64_t n);
 void quantize_row_q6_K(const float* x, void* y, int64_t n);
 void quantize_row_q8_K(const float* x, void* y, int64_t n);
 
+// The CUDA kernels' Q4_K block (kernels/cuda/quant_types.cuh; upload_matrix writes it): src's
+// 144 bytes with qs reordered so that qs byte 16p + i (p < 8, i < 16) holds weight 16p + i in its
+// low nibble and weight 128 + 16p + i in its high one (the file pairs 64j + i with 64j + 32 + i).
+// d, dmin and scales are unchanged. src and dst do not overlap.
+void repack_q4_K_for_gpu(const void* src, void* dst);
+
 }  // namespace duet

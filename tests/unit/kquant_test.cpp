@@ -145,6 +145,28 @@ std::vector<float> gaussian(int64_t n, uint32_t seed, float scale = 1.0f) {
   return x;
 }
 
+// The CUDA kernels' Q4_K block (repack_q4_K_for_gpu): the same header, and every weight's quant
+// where the GPU decoders look for it (sub-block c = the low (c < 4) or high nibbles of qs bytes
+// 32 (c % 4) .. + 31, quant_types.cuh), checked against the file rule (sub-block c = nibble c % 2
+// of qs bytes 32 (c / 2) .. + 31) on random blocks.
+TEST(KQuantGpuLayout, Q4KRepackKeepsEveryQuant) {
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (int trial = 0; trial < 64; ++trial) {
+    BlockQ4_K file{}, gpu{};
+    auto* raw = reinterpret_cast<uint8_t*>(&file);
+    for (size_t i = 0; i < sizeof file; ++i) raw[i] = static_cast<uint8_t>(byte(rng));
+    repack_q4_K_for_gpu(&file, &gpu);
+    ASSERT_EQ(std::memcmp(&file, &gpu, 16), 0) << "d, dmin and scales move";
+    for (int e = 0; e < 256; ++e) {
+      const int c = e / 32, l = e % 32;
+      const int want = (file.qs[32 * (c / 2) + l] >> (4 * (c % 2))) & 0x0f;
+      const int got = (gpu.qs[32 * (c % 4) + l] >> (4 * (c / 4))) & 0x0f;
+      ASSERT_EQ(got, want) << "trial " << trial << " weight " << e;
+    }
+  }
+}
+
 TEST(KQuantRoundTrip, AllZeroBlockIsExact) {
   const std::vector<float> x(512, 0.0f);
   for (DType t : kKTypes) {

@@ -27,6 +27,7 @@
 #include "runtime/cuda_check.h"
 #include "tensor/half.h"
 #include "tensor/quant_blocks.h"
+#include "tensor/quantize.h"
 
 namespace duet::cuda {
 namespace {
@@ -159,7 +160,16 @@ Result<DeviceWeight> upload_matrix(const WeightMatrix& w, const DeviceInfo& dev,
     out.m.row_bytes = rbytes;
     DUET_RETURN_IF_ERROR(alloc(&out.data, rbytes * rows, "weights"));
     int a_bytes = 0, d_off = 0;
-    if (!split_layout(t, &a_bytes, &d_off)) {
+    if (t == DType::kQ4_K) {  // the file's blocks with their qs reordered (repack_q4_K_for_gpu)
+      const int64_t bpr = cols / 256;
+      std::vector<uint8_t> host(rbytes * rows);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t b = 0; b < bpr; ++b)
+          repack_q4_K_for_gpu(w.data + r * w.row_bytes + b * 144,
+                              host.data() + r * rbytes + b * 144);
+      DUET_CUDA_CHECK(
+          cudaMemcpy(out.data.data(), host.data(), host.size(), cudaMemcpyHostToDevice));
+    } else if (!split_layout(t, &a_bytes, &d_off)) {
       DUET_CUDA_CHECK(cudaMemcpy2D(out.data.data(), rbytes, w.data, w.row_bytes, rbytes, rows, cudaMemcpyHostToDevice));
     } else {
       // Region A (blocks without d, row after row), then region D (the d's in the same order).

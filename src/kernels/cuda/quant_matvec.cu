@@ -199,8 +199,13 @@ __device__ __forceinline__ void reduce_store_rows(float (&acc)[R][NT], int n, fl
 // byte permutes (PieceQ4K) took 71 registers instead of 96 and 152064x3584 to 85% (74-77%), the
 // register cap (cap_registers) 3584x18944 to 61%. The 152064-row shape shows the kernel can
 // stream; the others lose a fixed 5-10 us per call (activation quantizer and launch, ramp-up,
-// a partial last wave), not bandwidth. Error: that of the int8 activations (matmul_test's
-// bound); the rest is float rounding (Q6_K's stored offset, -32 d, is folded into m: exact).
+// a partial last wave), not bandwidth. Q4_K's qs are repacked at upload (quant_types.cuh) so that
+// the 8 lanes of a block read one 128-byte line of activations per group where the file layout
+// made them read two lines half each: 18944 x 3584 61.0% (54.5% before, another H200), qwen2-7b
+// Q4_K_M tg128 +2% (H200, 2026-12-01: 494.2 / 495.6 tok/s against 483.9 / 484.2, same run); laying
+// the headers apart from qs (split layout) was slower. Error: that of the int8 activations
+// (matmul_test's bound); the rest is float rounding (Q6_K's stored offset, -32 d, is folded into
+// m: exact).
 // The body, over row-group blocks [block, n_blocks) of a grid, for thread (tx, ty) of a bdx x bdy
 // block (matvec_kquant_kernel passes its own coordinates; the pair kernel below remaps).
 template <DType T, int NT, int R, int U>

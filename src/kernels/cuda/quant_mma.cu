@@ -45,8 +45,9 @@ struct MmaType<DType::kQ8_0> {
 };
 template <>
 struct MmaType<DType::kQ4_K> {
-  // The file's block: d, dmin, scales[12], qs[128]. 144 = 9 units of 16 bytes; a pitch of 9 units
-  // makes the fragment loads below free of bank conflicts.
+  // The device block (quant_types.cuh: the file's, qs repacked): d, dmin, scales[12], qs[128].
+  // 144 = 9 units of 16 bytes; a pitch of 9 units makes the fragment loads below free of bank
+  // conflicts.
   static constexpr int kBlockCols = 256, kBlockBytes = 144, kPitch = 144, kChunks16 = 9;
   static constexpr bool kSplitD = false;
 };
@@ -107,6 +108,16 @@ struct MmaShape {
 // g, g + 1; four q >> 3 values) read 8 different bank groups in both decoders below.
 __device__ __forceinline__ int x_swizzle(int t, int q) {
   return q ^ ((((q >> 3) & 3) << 1) | (t & 1));
+}
+
+// Q4_K's repacked blocks (quant_types.cuh) pair weights 32t + i and 128 + 32t + i in qs bytes
+// 32t + i, where the file pairs 64t + i and 64t + 32 + i; compute_q45k reads both layouts at the
+// same staged positions, so Q4_K's activations are staged permuted: the staged chunk that the
+// file layout's decoder reads as columns 64t + 8m (slot 8t + m, m < 4) holds x chunk 4t + m
+// (columns 32t + 8m .. + 7), and slot 8t + 4 + m holds chunk 16 + 4t + m; then every slot goes
+// through x_swizzle as before. q4k_source(slot) is that chunk.
+__device__ __forceinline__ int q4k_source(int slot) {
+  return 4 * (slot >> 3) + (slot & 3) + 16 * ((slot >> 2) & 1);
 }
 
 // Physical 16-byte chunk of chunk c (< 16) of a staged Q8_0 row r (256 bytes: 16 units, so every
@@ -236,20 +247,35 @@ __device__ __forceinline__ void load_stage(const MmaArgs& a, uint8_t* st, int64_
                                              static_cast<int64_t>(kSbCols)));
   constexpr int kXCopies = 8 * N * kXChunks;
   static_assert(kXCopies % S::kThreads == 0, "whole activation copies per thread");
+  // Thread c of a pass fills staged chunk (slot) c % kXChunks of token row c / kXChunks; a pass
+  // covers kPassRows rows, so each thread keeps its slot (and, kPassRows being even, its row
+  // parity, hence its x_swizzle) in every pass: the slot, its source chunk (Q4_K: permuted by
+  // q4k_source) and both offsets are computed once. Consecutive threads fill consecutive staged
+  // chunks (conflict-free stores).
+  constexpr int kPassRows = S::kThreads / kXChunks;
+  static_assert(S::kThreads % kXChunks == 0 && kPassRows % 2 == 0,
+                "slot and row parity fixed per thread");
+  const int slot = static_cast<int>(threadIdx.x) % kXChunks;
+  const int t0 = static_cast<int>(threadIdx.x) / kXChunks;
+  const int q = T == DType::kQ4_K ? q4k_source(slot) : slot;
+  const bool q_ok = q * 8 < cols_left;
+  const int ldx = static_cast<int>(a.ldx);
+  const int src0 = t0 * ldx + q * 8;
+  uint4* const dst0 = xs + t0 * kXChunks + x_swizzle(t0, slot);
 #pragma unroll
   for (int i = 0; i < kXCopies / S::kThreads; ++i) {
-    const int c = threadIdx.x + i * S::kThreads;
-    const int t = c / kXChunks, q = c % kXChunks;
-    const bool ok = t < a.n && q * 8 < cols_left;
-    const __half* src = ok ? xb + (t * static_cast<int>(a.ldx) + q * 8) : a.x;
-    cp_async16(xs + t * kXChunks + x_swizzle(t, q), src, ok ? 16 : 0);
+    const bool ok = t0 + i * kPassRows < a.n && q_ok;
+    const __half* src = ok ? xb + (src0 + i * kPassRows * ldx) : a.x;
+    cp_async16(dst0 + i * kPassRows * kXChunks, src, ok ? 16 : 0);
   }
 }
 
 // Q4_K and Q5_K, one staged super-block. Lane (g, t) of warp w owns, for each of its 2 MT rows
 // (16 MT w + 16mt + g + 8rr), qs bytes 32t .. 32t + 31 = weights 64t + i (low nibbles, sub-block 2t)
 // and 64t + 32 + i (high nibbles, sub-block 2t + 1), i < 32; Q5_K adds bit 2t (low) and 2t + 1
-// (high) of qh[i] as the fifth bit. The k order inside the block is
+// (high) of qh[i] as the fifth bit. Q4_K's repacked qs hold weights 32t + i (sub-block t) and
+// 128 + 32t + i (sub-block t + 4) there instead; its activations are staged permuted to match
+// (q4k_source), so below "columns" are those of the file layout. The k order inside the block is
 // permuted (a dot product does not care, as long as x follows): k-step (i, h) (word i of those 32
 // bytes, h = high nibbles) holds weights 64t + 32h + 4i + {0,1} at k slots 2t, 2t+1 and + {2,3} at
 // 2t+8, 2t+9, so the activation fragment of the same lane is x columns 64t + 32h + 4i .. + 3:
@@ -267,6 +293,7 @@ __device__ __forceinline__ void compute_q45k(const uint8_t* st, const uint4* xs,
   // 2t - 4, 2t - 3 of scales[0..7] as bits 4-5. Lane constants:
   const int sh = 16 * (t & 1), s_hi6 = t < 2 ? 0 : 2;
   const uint32_t m_w = t < 2 ? 0u : 0x0f0fu, m_lo6 = t < 2 ? 0x3f3fu : 0x3030u;
+  const uint32_t sel4 = static_cast<uint32_t>(t | ((4 + t) << 4));  // Q4_K: bytes t of y (z) and w
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -275,10 +302,18 @@ __device__ __forceinline__ void compute_q45k(const uint8_t* st, const uint4* xs,
       const uint4 hdr = *reinterpret_cast<const uint4*>(rp);
       qs[mt][rr][0] = *reinterpret_cast<const uint4*>(rp + kQs + 32 * t);
       qs[mt][rr][1] = *reinterpret_cast<const uint4*>(rp + kQs + 16 + 32 * t);
-      // Scales and mins of sub-blocks 2t, 2t + 1 (quant::k_scale_min), two bytes at a time.
-      const uint32_t y = hdr.y >> sh, z = hdr.z >> sh, wd = hdr.w >> sh;
-      const uint32_t sc2 = (wd & m_w) | ((y >> s_hi6) & m_lo6);
-      const uint32_t mn2 = ((wd >> 4) & m_w) | ((z >> s_hi6) & m_lo6);
+      // Scales and mins of sub-blocks 2t, 2t + 1 (quant::k_scale_min), two bytes at a time; Q4_K:
+      // of sub-blocks t, t + 4 (as quant::PieceQ4K::decode).
+      uint32_t sc2, mn2;
+      if constexpr (kQ5) {
+        const uint32_t y = hdr.y >> sh, z = hdr.z >> sh, wd = hdr.w >> sh;
+        sc2 = (wd & m_w) | ((y >> s_hi6) & m_lo6);
+        mn2 = ((wd >> 4) & m_w) | ((z >> s_hi6) & m_lo6);
+      } else {
+        const uint32_t a = __byte_perm(hdr.y, hdr.w, sel4), b = __byte_perm(hdr.z, hdr.w, sel4);
+        sc2 = (a & 0x0f3fu) | ((a << 6) & 0x3000u);
+        mn2 = (b & 0x3fu) | ((b >> 4) & 0x0f00u) | ((b << 6) & 0x3000u);
+      }
       // d * sc and -dmin * mn as halves, each rounded once from the exact product (as the float
       // product converted to half would be): byte | 0x6400 is the half 1024 + v exactly.
       const uint32_t dd = __byte_perm(hdr.x, 0, 0x1010), ndm = __byte_perm(hdr.x, 0, 0x3232) ^ 0x80008000u;

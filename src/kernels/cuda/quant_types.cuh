@@ -4,8 +4,13 @@
 // device code only (included by .cu files of kernels/cuda).
 //
 // Device layouts (rows of the file's blocks, except "split" types):
-//   - Q4_1, Q5_1, Q2_K, Q4_K, Q5_K: the file's blocks unchanged (their block starts are 4- or
+//   - Q4_1, Q5_1, Q2_K, Q5_K: the file's blocks unchanged (their block starts are 4- or
 //     16-byte aligned, so the kernels load whole words).
+//   - Q4_K: the file's blocks with qs repacked (upload_matrix): qs byte 16p + i (p < 8, i < 16)
+//     holds weight 16p + i in its low nibble and 128 + 16p + i in its high one (the file pairs
+//     64j + i with 64j + 32 + i). Each 16-byte piece then covers 16 consecutive weights in each
+//     half of the block, so the 8 lanes reading one block's pieces read 128 contiguous bytes of
+//     int8 activations per group (PieceQ4K) instead of 2 lines half used each.
 //   - Split types Q4_0, Q5_0, Q8_0, Q3_K, Q6_K (2-byte-aligned blocks in the file): each block's
 //     F16 scale d is moved out. Region A holds, row after row, every block without its d
 //     (kABytes each: 16, 20, 32, 108, 208, all multiples of 4; 16 for Q4_0/Q8_0/Q6_K), region D
@@ -214,13 +219,14 @@ template <>
 struct QT<DType::kQ4_K> {
   static constexpr int kBlock = 256, kBytes = 144, kChunks = 8;
   static constexpr bool kSplit = false;
-  // d, dmin, scales[12] in the first 16 bytes; qs[128] at 16.
+  // d, dmin, scales[12] in the first 16 bytes; qs[128] at 16, repacked (see the top): chunk c
+  // (sub-block c) is the low (c < 4) or high nibbles of qs bytes 32 (c % 4) .. + 31.
   __device__ static void decode(const uint8_t* b, int c, Chunk& ch) {
     const uint4 hdr = ld128(b);
-    const uint8_t* qs = b + 16 + 32 * (c >> 1);
+    const uint8_t* qs = b + 16 + 32 * (c & 3);
     const uint4 v0 = ld128(qs), v1 = ld128(qs + 16);
     const uint32_t w[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
-    const int sh = 4 * (c & 1);
+    const int sh = 4 * (c >> 2);
 #pragma unroll
     for (int i = 0; i < 8; ++i) ch.q[i] = static_cast<int>((w[i] >> sh) & 0x0f0f0f0fu);
     int sc, m;
@@ -310,8 +316,8 @@ __device__ __forceinline__ void load_chunk(const QView& v, int64_t row, int64_t 
 // Piece p of every block goes to the same lane, so the scale-byte positions are lane constants.
 __device__ __forceinline__ uint2 ld64(const uint8_t* p) { return __ldg(reinterpret_cast<const uint2*>(p)); }
 
-// Q4_K, 8 pieces: qs bytes 32j + 16h .. + 15 (j = p / 2, h = p % 2) hold weights 64j + 16h + i
-// (low nibbles, sub-block 2j) and 64j + 32 + 16h + i (high nibbles, sub-block 2j + 1); plus the
+// Q4_K (repacked qs, see the top), 8 pieces: qs bytes 16p .. 16p + 15 hold weights 16p + i (low
+// nibbles, sub-block j = p / 2) and 128 + 16p + i (high nibbles, sub-block j + 4); plus the
 // 16-byte header (d, dmin, scales), shared by the block's 8 lanes (one transaction).
 struct PieceQ4K {
   static constexpr int kPieces = 8, kGroups = 2;
@@ -321,7 +327,7 @@ struct PieceQ4K {
     hdr = ld128(blk);
     qs = ld128(blk + 16 + 16 * p);
   }
-  __device__ static constexpr int x_offset(int p, int g) { return 64 * (p >> 1) + 32 * g + 16 * (p & 1); }
+  __device__ static constexpr int x_offset(int p, int g) { return 128 * g + 16 * p; }
   __device__ static constexpr int x_half(int p) { return p & 1; }
   __device__ __forceinline__ void decode(int p, uint32_t (&r)[kGroups][4], float (&d)[kGroups],
                                          float (&m)[kGroups]) const {
@@ -332,19 +338,15 @@ struct PieceQ4K {
       r[1][i] = (w[i] >> 4) & 0x0f0f0f0fu;
     }
     const float dd = h2f(hdr.x & 0xffff), dmin = h2f(hdr.x >> 16);
-    // The piece's sub-blocks 2j and 2j + 1 (j = p / 2) have their scale bytes side by side:
-    // bytes 2 (j % 2) and 2 (j % 2) + 1 of each scales word. Both 6-bit scales and mins are
-    // unpacked at once, two bytes to a register (k_scale_min's rule for both sub-blocks; j < 2:
-    // the low 6 bits of words 0 and 1; j >= 2: low / high nibbles of word 2 below the top two
-    // bits of words 0 and 1). The byte selector and masks are lane constants (p is fixed per
-    // lane), so this is a few byte permutes and logic operations instead of two bit-field
-    // decodes; the values, hence d and m, are k_scale_min's.
-    const uint32_t sel = (p & 2) ? 0x4432u : 0x4410u;  // the two bytes, zero-extended to 16 bits
-    const uint32_t a0 = __byte_perm(hdr.y, 0, sel), a1 = __byte_perm(hdr.z, 0, sel), a2 = __byte_perm(hdr.w, 0, sel);
-    const bool lo = p < 4;
-    const uint32_t mask_a = lo ? 0x3f3fu : 0x0f0fu, mask_b = lo ? 0u : 0x3030u;
-    const uint32_t sc2 = ((lo ? a0 : a2) & mask_a) | ((a0 >> 2) & mask_b);
-    const uint32_t mn2 = ((lo ? a1 : a2 >> 4) & mask_a) | ((a1 >> 2) & mask_b);
+    // Sub-blocks j and j + 4 (k_scale_min's rule): byte j of scales[0..3] (hdr.y), [4..7]
+    // (hdr.z) and [8..11] (hdr.w). One permute puts byte j of y (or z) and of w side by side;
+    // then j's 6 low bits stay in the low byte, and j + 4's value (w's nibble, the top two bits
+    // of y's or z's byte as bits 4-5) forms the high byte. The selector is a lane constant.
+    const int j = p >> 1;
+    const uint32_t sel = static_cast<uint32_t>(j | ((4 + j) << 4));
+    const uint32_t a = __byte_perm(hdr.y, hdr.w, sel), b = __byte_perm(hdr.z, hdr.w, sel);
+    const uint32_t sc2 = (a & 0x0f3fu) | ((a << 6) & 0x3000u);
+    const uint32_t mn2 = (b & 0x3fu) | ((b >> 4) & 0x0f00u) | ((b << 6) & 0x3000u);
     d[0] = dd * static_cast<float>(sc2 & 0xffu);
     d[1] = dd * static_cast<float>(sc2 >> 8);
     m[0] = -(dmin * static_cast<float>(mn2 & 0xffu));
