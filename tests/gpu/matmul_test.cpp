@@ -534,9 +534,10 @@ TEST(MatmulUpload, RejectsBadInput) {
 // variant 1 (Q4_K parts of >= 1024 rows, Q6_K parts of < 1024), or for one token the preload
 // variant 4 (2304 Q4_K rows); and one pair the kernel does not take.
 // One-token K-quant products of 7B shapes through the launcher (kquant_variant 3: 8192 rows or
-// columns and more), Q4_K's there in the register-capped instance (cap_registers; 64 registers)
-// by default: within the int8-activation bound of the reference, bit-identical to the uncapped
-// instance (DUET_MATVEC_MINB=0: same arithmetic, another register allocation), and accumulating
+// columns and more), Q4_K's there in the uncapped instance by default: within the int8-activation
+// bound of the reference, bit-identical to the register-capped instance (cap_registers,
+// DUET_MATVEC_MINB=1: same arithmetic, another register allocation, 3-row groups on the 8197-row
+// shape), and accumulating
 // adds the same sum again (y + y, exact). Both kernel paths. 8197 rows end inside a block of row
 // groups; Q6_K (never capped) checks the same bounds.
 TEST(MatvecKquantCap, LongMatricesOneToken) {
@@ -572,9 +573,9 @@ TEST(MatvecKquantCap, LongMatricesOneToken) {
       ASSERT_EQ(cudaMalloc(&dx, x.size() * 4), cudaSuccess);
       ASSERT_EQ(cudaMalloc(&dy, sh.rows * 4), cudaSuccess);
       ASSERT_EQ(cudaMemcpy(dx, x.data(), x.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
-      // One product with `knob` set to "0" (null: the defaults); y starts as NaN unless accumulating.
+      // One product with `knob` set to "1" (null: the defaults); y starts as NaN unless accumulating.
       auto run = [&](const char* knob, bool accumulate) {
-        if (knob) setenv(knob, "0", 1);
+        if (knob) setenv(knob, "1", 1);
         if (!accumulate) {
           EXPECT_EQ(cudaMemsetAsync(dy, 0xff, sh.rows * 4, stream), cudaSuccess);
         }
@@ -595,7 +596,7 @@ TEST(MatvecKquantCap, LongMatricesOneToken) {
         off_acc += y2[r] != 2.0f * yd[r];
       }
       const char* pn = path == KernelPath::kNative ? "native" : "generic";
-      std::printf("  %s %5lld x %-5lld %-7s norm %.2e elem %.2e (<= 2e-2); %lld rows differ without the register "
+      std::printf("  %s %5lld x %-5lld %-7s norm %.2e elem %.2e (<= 2e-2); %lld rows differ with the register "
                   "cap, %lld accumulating\n",
                   sh.c.name, (long long)sh.rows, (long long)sh.cols, pn, rel, worst, (long long)off_cap,
                   (long long)off_acc);
@@ -1055,9 +1056,9 @@ TEST(MatmulBench, DecodeAndPrompt) {
     }
   }
   // DUET_MATMUL_BENCH_KQUANT=1: the one-token K-quant kernels at the launcher's defaults and
-  // without Q4_K's register cap (DUET_MATVEC_MINB=0), on the native path.
+  // with Q4_K's register cap (DUET_MATVEC_MINB=1), on the native path.
   if (kquant_env != nullptr && dev.path == KernelPath::kNative) {
-    std::printf("\nK-quant decode, one token: defaults, DUET_MATVEC_MINB=0\n");
+    std::printf("\nK-quant decode, one token: defaults, DUET_MATVEC_MINB=1\n");
     const DecodeType kq_types[] = {{DType::kQ4_K, "Q4_K", &ctx, false}, {DType::kQ6_K, "Q6_K", &ctx, false}};
     for (const auto& bt : kq_types) {
       for (auto [rows, cols] : kQwenShapes) {
@@ -1065,11 +1066,11 @@ TEST(MatmulBench, DecodeAndPrompt) {
         for (const char* cfg : {"defaults", "DUET_MATVEC_MINB"}) {
           const bool knob = cfg[0] == 'D';
           if (knob && bt.dtype != DType::kQ4_K) continue;
-          if (knob) setenv(cfg, "0", 1);
+          if (knob) setenv(cfg, "1", 1);
           const double t = time_calls(*bt.ctx, b, x, 1, y, 30, s);
           const double gbs = b.bytes / t / 1e9;
           std::printf("  %-5s %6lld x %-6lld n=1  %-19s %8.1f us  %7.0f GB/s  %5.1f%%\n", bt.name, (long long)rows,
-                      (long long)cols, knob ? (std::string(cfg) + "=0").c_str() : cfg, t * 1e6, gbs,
+                      (long long)cols, knob ? (std::string(cfg) + "=1").c_str() : cfg, t * 1e6, gbs,
                       100 * gbs / kHbmGBs);
           if (knob) unsetenv(cfg);
         }

@@ -752,7 +752,8 @@ bool preload_enabled() {
 }
 bool cap_registers();
 
-// Variant 5: variant 3 with 3-row groups (Q4_K, one token, the register-capped instance), for
+// Variant 5 (under DUET_MATVEC_MINB=1 only, see cap_registers): variant 3 with 3-row groups
+// (Q4_K, one token, the register-capped instance), for
 // tall matrices (>= 8192 rows, a warp per group, 4 groups a block) whose blocks fill the last wave
 // of 8 resident blocks an SM better with 3 rows than with 4: blocks(R) = ceil(rows / R / 4),
 // waves = blocks / (8 x SMs), filled = waves / ceil(waves). qwen2-7b's fused gate/up (37888 rows,
@@ -786,12 +787,15 @@ int kquant_variant(DType t, int64_t n_rows, int64_t n_cols, int n) {
 }
 
 // Q4_K's variant 3 at one token is compiled twice: registers capped at 64 (8 blocks of 128
-// threads an SM; no spills) and uncapped (71 registers, 7 blocks). The cap measured
-// faster on the H200 (2026-11-30, qwen2-7b Q4_K_M tg128 469.5-470.0 tok/s against 462.9-463.6;
-// 3584 x 18944 61.3% of HBM bandwidth against 59.7%), so it is the default; DUET_MATVEC_MINB=0
-// takes the uncapped instance (A/B knob, read at each launch). Q6_K spills heavily under any
-// cap (80 registers: 176 bytes; 3584 x 18944 38.9% against 54.2%) and keeps its 128.
-bool cap_registers() { return env_flag("DUET_MATVEC_MINB", true); }
+// threads an SM; no spills) and uncapped (71 registers, 7 blocks). With the file's qs order the
+// cap measured faster on the H200 (2026-11-30, qwen2-7b Q4_K_M tg128 469.5-470.0 tok/s against
+// 462.9-463.6; 3584 x 18944 61.3% of HBM bandwidth against 59.7%). With the repacked qs
+// (quant_types.cuh) the uncapped instance is faster (2026-12-01, one H200, two interleaved
+// rounds: tg128 491.0 / 493.1 against 487.0 / 487.1 capped with variant 5), so it is the
+// default; DUET_MATVEC_MINB=1 takes the capped instance (and with it variant 5; A/B knob, read
+// at each launch). Q6_K spills heavily under any cap (80 registers: 176 bytes; 3584 x 18944
+// 38.9% against 54.2%) and keeps its 128.
+bool cap_registers() { return env_flag("DUET_MATVEC_MINB", false); }
 
 // A K-quant matrix as the decode kernels read it (256 columns a block).
 QView kquant_view(const DeviceMatrix& w) {
