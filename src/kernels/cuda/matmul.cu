@@ -161,12 +161,12 @@ Result<DeviceWeight> upload_matrix(const WeightMatrix& w, const DeviceInfo& dev,
     DUET_RETURN_IF_ERROR(alloc(&out.data, rbytes * rows, "weights"));
     int a_bytes = 0, d_off = 0;
     if (t == DType::kQ4_K) {  // the file's blocks with their qs reordered (repack_q4_K_for_gpu)
-      const int64_t bpr = cols / 256;
+      const int64_t bytes = dtype_info(t).type_size, bpr = cols / dtype_info(t).block_size;
       std::vector<uint8_t> host(rbytes * rows);
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t b = 0; b < bpr; ++b)
-          repack_q4_K_for_gpu(w.data + r * w.row_bytes + b * 144,
-                              host.data() + r * rbytes + b * 144);
+          repack_q4_K_for_gpu(w.data + r * w.row_bytes + b * bytes,
+                              host.data() + r * rbytes + b * bytes);
       DUET_CUDA_CHECK(
           cudaMemcpy(out.data.data(), host.data(), host.size(), cudaMemcpyHostToDevice));
     } else if (!split_layout(t, &a_bytes, &d_off)) {

@@ -303,16 +303,14 @@ __device__ __forceinline__ void compute_q45k(const uint8_t* st, const uint4* xs,
       qs[mt][rr][0] = *reinterpret_cast<const uint4*>(rp + kQs + 32 * t);
       qs[mt][rr][1] = *reinterpret_cast<const uint4*>(rp + kQs + 16 + 32 * t);
       // Scales and mins of sub-blocks 2t, 2t + 1 (quant::k_scale_min), two bytes at a time; Q4_K:
-      // of sub-blocks t, t + 4 (as quant::PieceQ4K::decode).
+      // of sub-blocks t, t + 4 (quant::q4k_scale_min_pair).
       uint32_t sc2, mn2;
       if constexpr (kQ5) {
         const uint32_t y = hdr.y >> sh, z = hdr.z >> sh, wd = hdr.w >> sh;
         sc2 = (wd & m_w) | ((y >> s_hi6) & m_lo6);
         mn2 = ((wd >> 4) & m_w) | ((z >> s_hi6) & m_lo6);
       } else {
-        const uint32_t a = __byte_perm(hdr.y, hdr.w, sel4), b = __byte_perm(hdr.z, hdr.w, sel4);
-        sc2 = (a & 0x0f3fu) | ((a << 6) & 0x3000u);
-        mn2 = (b & 0x3fu) | ((b >> 4) & 0x0f00u) | ((b << 6) & 0x3000u);
+        quant::q4k_scale_min_pair(hdr.y, hdr.z, hdr.w, sel4, sc2, mn2);
       }
       // d * sc and -dmin * mn as halves, each rounded once from the exact product (as the float
       // product converted to half would be): byte | 0x6400 is the half 1024 + v exactly.

@@ -316,6 +316,18 @@ __device__ __forceinline__ void load_chunk(const QView& v, int64_t row, int64_t 
 // Piece p of every block goes to the same lane, so the scale-byte positions are lane constants.
 __device__ __forceinline__ uint2 ld64(const uint8_t* p) { return __ldg(reinterpret_cast<const uint2*>(p)); }
 
+// Scales (sc2) and mins (mn2) of a repacked Q4_K block's sub-blocks j (low byte) and j + 4 (high
+// byte), k_scale_min's values, from the header words y = scales[0..3], z = [4..7], w = [8..11];
+// sel = j | (4 + j) << 4 (a lane constant where it is called). One permute puts byte j of y (or z)
+// and of w side by side; j's 6 low bits stay in the low byte, and j + 4's value (w's nibble, the
+// top two bits of y's or z's byte as bits 4-5) forms the high byte.
+__device__ __forceinline__ void q4k_scale_min_pair(uint32_t y, uint32_t z, uint32_t w, uint32_t sel,
+                                                   uint32_t& sc2, uint32_t& mn2) {
+  const uint32_t a = __byte_perm(y, w, sel), b = __byte_perm(z, w, sel);
+  sc2 = (a & 0x0f3fu) | ((a << 6) & 0x3000u);
+  mn2 = (b & 0x3fu) | ((b >> 4) & 0x0f00u) | ((b << 6) & 0x3000u);
+}
+
 // Q4_K (repacked qs, see the top), 8 pieces: qs bytes 16p .. 16p + 15 hold weights 16p + i (low
 // nibbles, sub-block j = p / 2) and 128 + 16p + i (high nibbles, sub-block j + 4); plus the
 // 16-byte header (d, dmin, scales), shared by the block's 8 lanes (one transaction).
@@ -338,15 +350,9 @@ struct PieceQ4K {
       r[1][i] = (w[i] >> 4) & 0x0f0f0f0fu;
     }
     const float dd = h2f(hdr.x & 0xffff), dmin = h2f(hdr.x >> 16);
-    // Sub-blocks j and j + 4 (k_scale_min's rule): byte j of scales[0..3] (hdr.y), [4..7]
-    // (hdr.z) and [8..11] (hdr.w). One permute puts byte j of y (or z) and of w side by side;
-    // then j's 6 low bits stay in the low byte, and j + 4's value (w's nibble, the top two bits
-    // of y's or z's byte as bits 4-5) forms the high byte. The selector is a lane constant.
-    const int j = p >> 1;
-    const uint32_t sel = static_cast<uint32_t>(j | ((4 + j) << 4));
-    const uint32_t a = __byte_perm(hdr.y, hdr.w, sel), b = __byte_perm(hdr.z, hdr.w, sel);
-    const uint32_t sc2 = (a & 0x0f3fu) | ((a << 6) & 0x3000u);
-    const uint32_t mn2 = (b & 0x3fu) | ((b >> 4) & 0x0f00u) | ((b << 6) & 0x3000u);
+    const int j = p >> 1;  // sub-blocks j and j + 4
+    uint32_t sc2, mn2;
+    q4k_scale_min_pair(hdr.y, hdr.z, hdr.w, static_cast<uint32_t>(j | ((4 + j) << 4)), sc2, mn2);
     d[0] = dd * static_cast<float>(sc2 & 0xffu);
     d[1] = dd * static_cast<float>(sc2 >> 8);
     m[0] = -(dmin * static_cast<float>(mn2 & 0xffu));
