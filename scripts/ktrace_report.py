@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""Takes apart the CUDA-graph replays in a duet_ktrace CSV (src/ktrace/ktrace.cpp): for each graph,
+the mean span of a replay and, per kernel kind (function name and grid), its launches a replay,
+its mean time from start to end ("busy": overlapping kernels both count) and its share of the
+replay's critical path ("advance": how far the kernel's end moved the latest end seen so far, in
+start order; the advances of a replay sum to its span, so they say where the wall-clock time of a
+step goes when programmatic launches overlap kernels).
+
+Usage: ktrace_report.py TRACE.csv [--min-replays N] [--skip N] [--json OUT]
+  --skip N: leave out each graph's first N replays (warm-up)."""
+import argparse
+import collections
+import csv
+import json
+import re
+
+
+def short_name(mangled):
+    """The kernel's function name from its mangled name (the first identifier holding 'kernel'),
+    with the leading template arguments' numbers kept (dtype codes, tile counts)."""
+    ids = []
+    i = 0
+    s = mangled
+    while i < len(s):
+        m = re.match(r"(\d+)", s[i:])
+        if m:
+            n = int(m.group(1))
+            start = i + len(m.group(1))
+            ident = s[start:start + n]
+            if n > 0 and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", ident or "-"):
+                ids.append((ident, start + n))
+                i = start + n
+                continue
+        i += 1
+    for ident, end in ids:
+        if ("kernel" in ident and ident != "kernels") or ident.endswith("_k"):
+            tail = s[end:end + 40]
+            args = re.findall(r"(?:DTypeE|Li|Lb)(\d+)", tail)
+            return ident + ("<" + ",".join(args[:4]) + ">" if tail.startswith("I") and args else "")
+    return ids[-1][0] if ids else mangled[:60]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("trace")
+    ap.add_argument("--min-replays", type=int, default=3)
+    ap.add_argument("--skip", type=int, default=2)
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    by_graph = collections.defaultdict(list)
+    with open(a.trace) as f:
+        for r in csv.DictReader(f):
+            g = int(r["graph_id"])
+            if g == 0:
+                continue
+            by_graph[g].append((int(r["start_ns"]), int(r["end_ns"]), int(r["graph_node_id"]),
+                                short_name(r["name"]) + " g" + r["grid"].split("x")[0]))
+    report = []
+    for g, recs in sorted(by_graph.items()):
+        nodes = len({r[2] for r in recs})
+        recs.sort()
+        if len(recs) % nodes != 0:
+            print(f"graph {g}: {len(recs)} kernels not a multiple of its {nodes} nodes; skipped")
+            continue
+        replays = [recs[i:i + nodes] for i in range(0, len(recs), nodes)][a.skip:]
+        if len(replays) < a.min_replays:
+            continue
+        spans, busy, adv, count = [], collections.Counter(), collections.Counter(), collections.Counter()
+        for rep in replays:
+            t0 = rep[0][0]
+            latest = t0
+            spans.append(max(r[1] for r in rep) - t0)
+            for s, e, _, kind in rep:
+                busy[kind] += e - s
+                count[kind] += 1
+                adv[kind] += max(0, e - latest)
+                latest = max(latest, e)
+        n = len(replays)
+        span = sum(spans) / n / 1e3
+        print(f"\ngraph {g}: {nodes} kernels, {n} replays, span {span:.1f} us a replay "
+              f"(min {min(spans) / 1e3:.1f}, max {max(spans) / 1e3:.1f})")
+        print(f"  {'kernel kind (name, grid)':58s} {'a replay':>8s} {'busy us':>9s} {'advance us':>11s} {'share':>6s}")
+        rows = []
+        for kind in sorted(adv, key=lambda k: -adv[k]):
+            rows.append({"kind": kind, "per_replay": count[kind] / n, "busy_us": busy[kind] / n / 1e3,
+                         "advance_us": adv[kind] / n / 1e3})
+            print(f"  {kind[:58]:58s} {count[kind] / n:8.0f} {busy[kind] / n / 1e3:9.1f} "
+                  f"{adv[kind] / n / 1e3:11.1f} {100 * adv[kind] / n / 1e3 / span:5.1f}%")
+        report.append({"graph": g, "kernels": nodes, "replays": n, "span_us": span, "kinds": rows})
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(report, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
