@@ -195,6 +195,25 @@ bool f16_act_pdl() {
   return on;
 }
 
+// Batches on the quantized tensor-core kernel: the final RMSNorm writes the output product's F16
+// input and the last down product's grid zeroes the logits rows (as the o product zeroes the
+// gate/up output), in place of the float norm and a conversion launch that zeroed them, unless
+// DUET_OUT_F16=0 (A/B knob, read once).
+bool output_f16() {
+  static const bool on = env_flag("DUET_OUT_F16", true);
+  return on;
+}
+
+// Decode batches on the quantized tensor-core kernel: the q/k/v bias + RoPE + cache-write launch
+// requests the o product's weights into L2 (QkvRopeParams::l2_prefetch) unless DUET_O_PREFETCH=0
+// (A/B knob, read once). The grouped decode attention between them holds ~200 KB of shared memory
+// an SM, so the o product's blocks become resident only as attention's exit, and their own early
+// weight requests came late (kernel trace, perf.md session 20).
+bool o_prefetch() {
+  static const bool on = env_flag("DUET_O_PREFETCH", true);
+  return on;
+}
+
 // Native FP8 prompts: the down product adds into the residual stream in cuBLASLt's epilogue
 // (matmul_fp8_rows(.., accumulate)) instead of writing O for a separate add (ncu, qwen2-7b
 // 512-token FP8 prompt: the add kernel took 9 us a layer). DUET_FP8_DOWN_ACC=0 turns it off
@@ -251,6 +270,10 @@ struct CudaModel::Impl {
   // Set by a layer's down product when it zeroed the next layer's q/k/v output (batches on the
   // quantized tensor-core kernel, layer_forward); read and cleared by that layer's norm.
   bool qkv_zeroed = false;
+  // Batches whose output product takes the F16 input (output_takes_f16): set by forward_body
+  // before the layers; the last layer's down product then zeroes the logits rows (which the output
+  // product adds into) and sets logits_zeroed, read and cleared by the final norm.
+  bool zero_logits = false, logits_zeroed = false;
   // forward()'s per-batch host scratch, kept between calls (no allocation per decode step).
   std::vector<int32_t> seq_begin, seq_count;
   std::vector<std::pair<int, int>> output_runs;
@@ -362,6 +385,10 @@ struct CudaModel::Impl {
   // Whether layer il's norm writes the F16 input of its q/k/v products for n rows (batches on
   // the quantized tensor-core kernel), zeroing their output [n][q | k | v].
   bool qkv_takes_f16(uint32_t il, int n) const;
+  // Whether the final norm writes the F16 input of the output product (batches on the quantized
+  // tensor-core kernel where every token is an output row), so that no conversion launch runs
+  // before it.
+  bool output_takes_f16(int n, int n_out, const std::vector<std::pair<int, int>>& out_runs) const;
   // The forward pass, then (greedy) the argmax of each logits row into greedy_dev.
   void run_forward(int n, int n_out, const AttentionBatch& ab, const int32_t* tokens_dev,
                    const std::vector<std::pair<int, int>>& out_runs, bool greedy);
@@ -372,8 +399,10 @@ struct CudaModel::Impl {
 // DUET_DBG_SKIP (benchmarking only: the results are wrong): a comma-separated list of decode-layer
 // launches to leave out, to measure what each costs inside the captured step (duet bench with and
 // without it): attn_norm, ffn_norm, rope (q/k/v bias, RoPE and the K/V cache write), attention,
-// activation. Read once; CudaModel's load warns when it is set.
-constexpr unsigned kSkipAttnNorm = 1, kSkipFfnNorm = 2, kSkipRope = 4, kSkipAttention = 8, kSkipActivation = 16;
+// activation, output (the final norm and the output product), argmax. Read once; CudaModel's load
+// warns when it is set.
+constexpr unsigned kSkipAttnNorm = 1, kSkipFfnNorm = 2, kSkipRope = 4, kSkipAttention = 8, kSkipActivation = 16,
+                   kSkipOutput = 32, kSkipArgmax = 64;
 static unsigned dbg_skip_mask() {
   static const unsigned mask = [] {
     const char* e = std::getenv("DUET_DBG_SKIP");
@@ -388,6 +417,8 @@ static unsigned dbg_skip_mask() {
       else if (tok == "rope") m |= kSkipRope;
       else if (tok == "attention") m |= kSkipAttention;
       else if (tok == "activation") m |= kSkipActivation;
+      else if (tok == "output") m |= kSkipOutput;
+      else if (tok == "argmax") m |= kSkipArgmax;
       pos = end + 1;
     }
     return m;
@@ -402,6 +433,12 @@ bool CudaModel::Impl::qkv_takes_f16(uint32_t il, int n) const {
       d <= kRmsNormQ8MaxCols && every_qkv(L, [&](const DeviceMatrix& m) { return mm->takes_q8(m, n); });
   return !qkv_q8 && f16_producers() && d > 1024 && d <= kRmsNormF16MaxCols &&
          every_qkv(L, [&](const DeviceMatrix& m) { return mm->takes_f16(m, n); });
+}
+
+bool CudaModel::Impl::output_takes_f16(int n, int n_out, const std::vector<std::pair<int, int>>& out_runs) const {
+  const int64_t d = w.hp.d_model;
+  return output_f16() && n_out == n && out_runs.size() == 1 && out_runs[0].first == 0 &&
+         out_runs[0].second == n && f16_producers() && d > 1024 && d <= kRmsNormF16MaxCols && mm->takes_f16(*output, n);
 }
 
 void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab) {
@@ -504,6 +541,13 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
   rp.q_out = padded ? qp.as<float>() : Q;
   rp.ldq_out = padded ? nh * attn_hd : ldq;
   rp.q_head_stride = padded ? attn_hd : int(hd);
+  // Decode batches on the quantized tensor-core kernel: this launch requests the o product's
+  // weights into L2 (DUET_O_PREFETCH), since the o product's blocks cannot be resident beside
+  // attention's to request them early themselves.
+  if (o_prefetch() && fuse_res && !padded && ab.max_seq_tokens <= 1 && mm->takes_f16(L.wo.m, n)) {
+    rp.l2_prefetch = L.wo.m.data;
+    rp.l2_prefetch_bytes = L.wo.m.n_rows * int64_t(L.wo.m.row_bytes);
+  }
   if (!skip(kSkipRope)) launch_qkv_rope_cache(rp, kv, ab, pdl, s);
   mark("bias/qk-norm/rope/kv write");
   const float score_scale = tr.q_prescale ? 1.0f : 1.0f / std::sqrt(float(hd));
@@ -607,10 +651,13 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
   mark("activation");
   if (down_f16) {
     // The next layer's q/k/v output zeroed by this product's grid, as the o product zeroes the
-    // gate/up output (DUET_MMA_ZERO).
+    // gate/up output (DUET_MMA_ZERO); the last layer's zeroes the logits rows instead, where the
+    // output product takes F16.
     qkv_zeroed = mma_zeroes() && il + 1 < hp.n_layers && qkv_takes_f16(il + 1, n);
-    mm->matmul_f16(L.w_down.m, n, X, d, s, qkv_zeroed ? qkv.as<float>() : nullptr,
-                   qkv_zeroed ? int64_t(n) * (qd + 2 * kvd) : 0);  // x += down
+    logits_zeroed = mma_zeroes() && il + 1 == hp.n_layers && zero_logits;
+    float* zero = qkv_zeroed ? qkv.as<float>() : logits_zeroed ? logits.as<float>() : nullptr;
+    const int64_t zero_n = qkv_zeroed ? int64_t(n) * (qd + 2 * kvd) : logits_zeroed ? int64_t(n) * hp.vocab_size : 0;
+    mm->matmul_f16(L.w_down.m, n, X, d, s, zero, zero_n);  // x += down
     mark("matmul down");
   } else if (fuse_res) {
     product(L.w_down.m, down_q8, G, ff, X, d, true);  // x += down
@@ -633,7 +680,7 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
 void CudaModel::Impl::run_forward(int n, int n_out, const AttentionBatch& ab, const int32_t* tokens_dev,
                                   const std::vector<std::pair<int, int>>& out_runs, bool greedy) {
   forward_body(n, n_out, ab, tokens_dev, out_runs);
-  if (greedy && n_out > 0) {
+  if (greedy && n_out > 0 && (dbg_skip_mask() & kSkipArgmax) == 0) {
     launch_argmax(logits.as<float>(), n_out, w.hp.vocab_size, greedy_dev.as<int32_t>(), stream);
     mark("argmax");
   }
@@ -647,8 +694,22 @@ void CudaModel::Impl::forward_body(int n, int n_out, const AttentionBatch& ab, c
   mark("start");
   mm->get_rows(tok_embd.m, tokens_dev, n, emb_scale, x.as<float>(), stream);
   mark("embedding");
+  const bool out_f16 = n_out > 0 && output_takes_f16(n, n_out, out_runs);
+  zero_logits = out_f16;
+  logits_zeroed = qkv_zeroed = false;
   for (uint32_t il = 0; il < hp.n_layers; ++il) layer_forward(il, n, ab);
-  if (n_out == 0) return;
+  zero_logits = false;
+  if (n_out == 0 || (dbg_skip_mask() & kSkipOutput) != 0) return;
+  if (out_f16) {  // batches on the quantized tensor-core kernel: the norm writes the F16 input
+    const MatmulContext::F16Input h = mm->f16_input(*output);
+    launch_rms_norm_f16(x.as<float>(), nullptr, fptr(output_norm), hp.rms_eps, d, n, h.h, h.ld, logits.as<float>(),
+                        hp.vocab_size, logits_zeroed ? 0 : hp.vocab_size, stream, mm->pdl());
+    logits_zeroed = false;
+    mark("norm");
+    mm->matmul_f16(*output, n, logits.as<float>(), hp.vocab_size, stream);
+    mark("matmul output");
+    return;
+  }
   if (out_runs.size() == 1 && d <= kRmsNormQ8MaxCols && mm->takes_q8(*output, n_out)) {  // decode: the norm writes the int8 input
     const MatmulContext::Q8Input q8 = mm->q8_input();
     launch_rms_norm_q8(x.as<float>() + int64_t(out_runs[0].first) * d, d, fptr(output_norm), hp.rms_eps, d, n_out,

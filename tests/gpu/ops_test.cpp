@@ -593,6 +593,9 @@ TEST_F(GpuOps, QkvRopeCache) {
     p.q_out = dqo.p;
     p.ldq_out = ldq_out;
     p.q_head_stride = c.cache_hd;
+    // The L2 prefetch side job (a range that ends inside a 128-byte line) leaves the results as they are.
+    Dev<uint8_t> pre(std::vector<uint8_t>(100003, 0x33));
+    if (&c == &cases[0] || &c == &cases[3]) p.l2_prefetch = pre.p, p.l2_prefetch_bytes = 100003;
     launch_qkv_rope_cache(p, kv, b, false, nullptr);
     const std::vector<float> got_q = dqo.get();
     double max_err = 0;

@@ -156,6 +156,11 @@ struct QkvRopeParams {
   float* q_out = nullptr;
   int64_t ldq_out = 0;
   int q_head_stride = 0;
+  // A side job: bytes [l2_prefetch, l2_prefetch + l2_prefetch_bytes) of device memory requested
+  // into L2 at the start of the launch, before its wait (the weights of a later product, which that
+  // product could not request early itself). Null: none.
+  const void* l2_prefetch = nullptr;
+  int64_t l2_prefetch_bytes = 0;
 };
 void launch_qkv_rope_cache(const QkvRopeParams& p, const PagedKvCache& kv, const AttentionBatch& batch, bool pdl,
                            cudaStream_t stream);

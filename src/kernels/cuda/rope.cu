@@ -59,6 +59,13 @@ template <typename T>
 __global__ void qkv_rope_cache_kernel(QkvRopeParams p, T* kc, T* vc, int kv_block_size, int n_kv_heads, int cache_hd,
                                       int n_tokens, const int32_t* positions, const int32_t* seq_ids,
                                       const int32_t* block_tables, int max_blocks, float theta_scale) {
+  if (p.l2_prefetch_bytes > 0) {  // the side job: one 128-byte line a thread and round
+    const char* base = static_cast<const char*>(p.l2_prefetch);
+    const int64_t lines = (p.l2_prefetch_bytes + 127) / 128;
+    for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < lines;
+         i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(base + i * 128));
+  }
   const int heads = p.n_heads + 2 * n_kv_heads;
   const int64_t gw = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
   const int lane = threadIdx.x & 31;
