@@ -2,7 +2,7 @@
 # Builds the CUDA configuration on this machine (no GPU needed: the CUDA toolkit compiles for
 # sm_90 by default, DUET_CUDA_ARCHS overrides) and gathers what scripts/gpu-check.sh needs on a
 # GPU machine that lacks the build dependencies: the stripped duet binary, the GPU test
-# executables and the tokenizers `duet synth` embeds.
+# executables, the tokenizers `duet synth` embeds, and the kernel tracer with its CUPTI.
 # Usage: scripts/gpu-bundle.sh [OUT_DIR (default .devcarry/gpu)]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,5 +18,12 @@ mkdir -p "$out/tokenizers"
 cp build-gpu/duet "$out/"
 find build-gpu/tests -maxdepth 1 -name 'duet_gpu_*' -type f -executable -exec cp {} "$out/" \;
 strip "$out"/duet "$out"/duet_gpu_* 2>/dev/null || true
+# The kernel tracer (gpu-quick.sh KTRACE=1) and the CUPTI it links, where the toolkit has them.
+if ninja -C build-gpu -t targets all | grep -q '^duet_ktrace:'; then
+  ninja -C build-gpu -j"${DUET_JOBS:-2}" duet_ktrace
+  cp build-gpu/libduet_ktrace.so "$out/"
+  cupti=$(ldd build-gpu/libduet_ktrace.so | awk '/libcupti/ {print $3}')
+  [ -n "$cupti" ] && cp "$cupti" "$out/"
+fi
 for t in qwen3 llama3; do cp -r ../shared/tokenizers/$t "$out/tokenizers/"; done
 du -sh "$out"

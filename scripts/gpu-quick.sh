@@ -15,6 +15,9 @@
 #      (the CUDA build of llama-cpp-python, see scripts/ref/llamacpp_gpu_bench.py), same run;
 #   5. whole-model parity of the qwen2-7b Q4_K_M file (PARITY_FILES names others) against duet's
 #      CPU backend (PARITY=0 skips). PROFILES=0 skips step 3's eager per-op profiles.
+#   KTRACE=1 adds a kernel trace of Q4_K_M decode graph replays of 1 and 32 sequences
+#   (libduet_ktrace.so, scripts/ktrace_report.py: where each step's time goes, kernel by kernel)
+#   into OUT/ktrace.txt, outside the final table.
 # Prints a table (scripts/gpu_report.py) at the end.
 # Usage: scripts/gpu-quick.sh BUNDLE.tar.xz OUT [WORK]
 set -uo pipefail
@@ -137,6 +140,13 @@ if [ "${NCU_DECODE:-0}" = 1 ] && command -v ncu >/dev/null; then  # every kernel
     echo "-- $spec"
     python3 scripts/ncu_table.py "$out/ncu-dec$i.csv" --sum | head -24
   done
+fi
+if [ "${KTRACE:-0}" = 1 ] && [ -e "$bin/libduet_ktrace.so" ]; then  # graph replays, kernel by kernel
+  wait $synth_pid 2>/dev/null
+  CUDA_INJECTION64_PATH=$bin/libduet_ktrace.so LD_LIBRARY_PATH=$bin:${LD_LIBRARY_PATH:-} DUET_KTRACE_OUT="$work/ktrace.csv" \
+    "$duet" bench -m "$work/q7-q4km.gguf" -p 0 -n 16 -r 3 -b 1,32 >"$out/ktrace-bench.txt" 2>&1
+  python3 scripts/ktrace_report.py "$work/ktrace.csv" --json "$out/ktrace.json" >"$out/ktrace.txt" 2>&1 || status=1
+  xz -T4 -c "$work/ktrace.csv" >"$out/ktrace.csv.xz"
 fi
 # Deep ncu sections (speed of light, warp stalls, occupancy, memory) of chosen kernels: NCU_DEEP
 # lists "kernel-regex;bench args" specs separated by "|" (e.g. 'matvec_mma;q7-fp8ch -p 0 -n 2 --fp8
