@@ -40,30 +40,32 @@ def short_name(mangled):
     return ids[-1][0] if ids else mangled[:60]
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("trace")
-    ap.add_argument("--min-replays", type=int, default=3)
-    ap.add_argument("--skip", type=int, default=2)
-    ap.add_argument("--json")
-    a = ap.parse_args()
+def read_trace(path):
+    """Graph kernels of a trace: {graph id: [(start_ns, end_ns, node id, kind)]} (kind: short
+    name and grid x); kernels launched outside graphs are left out."""
     by_graph = collections.defaultdict(list)
-    with open(a.trace) as f:
+    with open(path) as f:
         for r in csv.DictReader(f):
             g = int(r["graph_id"])
             if g == 0:
                 continue
             by_graph[g].append((int(r["start_ns"]), int(r["end_ns"]), int(r["graph_node_id"]),
                                 short_name(r["name"]) + " g" + r["grid"].split("x")[0]))
+    return by_graph
+
+
+def analyse(by_graph, skip=2, min_replays=3):
+    """Per graph with at least min_replays replays after the first `skip`: its kernels, replays,
+    mean span (us) and per kernel kind the launches, busy and advance (us) a replay, largest
+    advance first. Graphs whose kernel count is not a multiple of their node count are left out."""
     report = []
     for g, recs in sorted(by_graph.items()):
         nodes = len({r[2] for r in recs})
-        recs.sort()
+        recs = sorted(recs)
         if len(recs) % nodes != 0:
-            print(f"graph {g}: {len(recs)} kernels not a multiple of its {nodes} nodes; skipped")
             continue
-        replays = [recs[i:i + nodes] for i in range(0, len(recs), nodes)][a.skip:]
-        if len(replays) < a.min_replays:
+        replays = [recs[i:i + nodes] for i in range(0, len(recs), nodes)][skip:]
+        if len(replays) < min_replays:
             continue
         spans, busy, adv, count = [], collections.Counter(), collections.Counter(), collections.Counter()
         for rep in replays:
@@ -76,17 +78,29 @@ def main():
                 adv[kind] += max(0, e - latest)
                 latest = max(latest, e)
         n = len(replays)
-        span = sum(spans) / n / 1e3
-        print(f"\ngraph {g}: {nodes} kernels, {n} replays, span {span:.1f} us a replay "
-              f"(min {min(spans) / 1e3:.1f}, max {max(spans) / 1e3:.1f})")
+        rows = [{"kind": k, "per_replay": count[k] / n, "busy_us": busy[k] / n / 1e3, "advance_us": adv[k] / n / 1e3}
+                for k in sorted(adv, key=lambda k: -adv[k])]
+        report.append({"graph": g, "kernels": nodes, "replays": n, "span_us": sum(spans) / n / 1e3,
+                       "min_span_us": min(spans) / 1e3, "max_span_us": max(spans) / 1e3, "kinds": rows})
+    return report
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("trace")
+    ap.add_argument("--min-replays", type=int, default=3)
+    ap.add_argument("--skip", type=int, default=2)
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    report = analyse(read_trace(a.trace), a.skip, a.min_replays)
+    for g in report:
+        span = g["span_us"]
+        print(f"\ngraph {g['graph']}: {g['kernels']} kernels, {g['replays']} replays, span {span:.1f} us a replay "
+              f"(min {g['min_span_us']:.1f}, max {g['max_span_us']:.1f})")
         print(f"  {'kernel kind (name, grid)':58s} {'a replay':>8s} {'busy us':>9s} {'advance us':>11s} {'share':>6s}")
-        rows = []
-        for kind in sorted(adv, key=lambda k: -adv[k]):
-            rows.append({"kind": kind, "per_replay": count[kind] / n, "busy_us": busy[kind] / n / 1e3,
-                         "advance_us": adv[kind] / n / 1e3})
-            print(f"  {kind[:58]:58s} {count[kind] / n:8.0f} {busy[kind] / n / 1e3:9.1f} "
-                  f"{adv[kind] / n / 1e3:11.1f} {100 * adv[kind] / n / 1e3 / span:5.1f}%")
-        report.append({"graph": g, "kernels": nodes, "replays": n, "span_us": span, "kinds": rows})
+        for k in g["kinds"]:
+            print(f"  {k['kind'][:58]:58s} {k['per_replay']:8.0f} {k['busy_us']:9.1f} {k['advance_us']:11.1f} "
+                  f"{100 * k['advance_us'] / span:5.1f}%")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(report, f, indent=1)
