@@ -19,7 +19,7 @@ cp build-gpu/duet "$out/"
 find build-gpu/tests -maxdepth 1 -name 'duet_gpu_*' -type f -executable -exec cp {} "$out/" \;
 strip "$out"/duet "$out"/duet_gpu_* 2>/dev/null || true
 # The kernel tracer (gpu-quick.sh KTRACE=1) and the CUPTI it links, where the toolkit has them.
-if ninja -C build-gpu -t targets all | grep -q '^duet_ktrace:'; then
+if ninja -C build-gpu -t targets all | grep '^duet_ktrace:' >/dev/null; then  # no -q: pipefail
   ninja -C build-gpu -j"${DUET_JOBS:-2}" duet_ktrace
   cp build-gpu/libduet_ktrace.so "$out/"
   cupti=$(ldd build-gpu/libduet_ktrace.so | awk '/libcupti/ {print $3}')
