@@ -385,6 +385,9 @@ struct CudaModel::Impl {
   // Whether layer il's norm writes the F16 input of its q/k/v products for n rows (batches on
   // the quantized tensor-core kernel), zeroing their output [n][q | k | v].
   bool qkv_takes_f16(uint32_t il, int n) const;
+  // Whether an RMSNorm of n rows can write product m's F16 input (launch_rms_norm_f16's widths,
+  // the quantized tensor-core kernel taking m; DUET_F16_PRODUCERS).
+  bool norm_writes_f16(const DeviceMatrix& m, int n) const;
   // Whether the final norm writes the F16 input of the output product (batches on the quantized
   // tensor-core kernel where every token is an output row), so that no conversion launch runs
   // before it.
@@ -426,19 +429,22 @@ static unsigned dbg_skip_mask() {
   return mask;
 }
 
+bool CudaModel::Impl::norm_writes_f16(const DeviceMatrix& m, int n) const {
+  const int64_t d = w.hp.d_model;
+  return f16_producers() && d > 1024 && d <= kRmsNormF16MaxCols && mm->takes_f16(m, n);
+}
+
 bool CudaModel::Impl::qkv_takes_f16(uint32_t il, int n) const {
   const DeviceLayer& L = layers[il];
   const int64_t d = w.hp.d_model;
   const bool qkv_q8 =
       d <= kRmsNormQ8MaxCols && every_qkv(L, [&](const DeviceMatrix& m) { return mm->takes_q8(m, n); });
-  return !qkv_q8 && f16_producers() && d > 1024 && d <= kRmsNormF16MaxCols &&
-         every_qkv(L, [&](const DeviceMatrix& m) { return mm->takes_f16(m, n); });
+  return !qkv_q8 && every_qkv(L, [&](const DeviceMatrix& m) { return norm_writes_f16(m, n); });
 }
 
 bool CudaModel::Impl::output_takes_f16(int n, int n_out, const std::vector<std::pair<int, int>>& out_runs) const {
-  const int64_t d = w.hp.d_model;
-  return output_f16() && n_out == n && out_runs.size() == 1 && out_runs[0].first == 0 &&
-         out_runs[0].second == n && f16_producers() && d > 1024 && d <= kRmsNormF16MaxCols && mm->takes_f16(*output, n);
+  return output_f16() && n_out == n && out_runs.size() == 1 && out_runs[0].first == 0 && out_runs[0].second == n &&
+         norm_writes_f16(*output, n);
 }
 
 void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab) {
@@ -541,17 +547,6 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
   rp.q_out = padded ? qp.as<float>() : Q;
   rp.ldq_out = padded ? nh * attn_hd : ldq;
   rp.q_head_stride = padded ? attn_hd : int(hd);
-  // Decode batches on the quantized tensor-core kernel: this launch requests the o product's
-  // weights into L2 (DUET_O_PREFETCH), since the o product's blocks cannot be resident beside
-  // attention's to request them early themselves.
-  if (o_prefetch() && fuse_res && !padded && ab.max_seq_tokens <= 1 && mm->takes_f16(L.wo.m, n)) {
-    rp.l2_prefetch = L.wo.m.data;
-    rp.l2_prefetch_bytes = L.wo.m.n_rows * int64_t(L.wo.m.row_bytes);
-  }
-  if (!skip(kSkipRope)) launch_qkv_rope_cache(rp, kv, ab, pdl, s);
-  mark("bias/qk-norm/rope/kv write");
-  const float score_scale = tr.q_prescale ? 1.0f : 1.0f / std::sqrt(float(hd));
-  const int window = swa && hp.sliding_window > 0 ? int(hp.sliding_window) : 0;
   // Block-quantized o weights in decode batches: attention writes the product's int8 input
   // itself (the merge of split contexts quantizes; no quantizer launch of the product's own).
   const bool o_q8 = attention_writes_q8() && !padded && ab.max_seq_tokens <= 1 && mm->takes_q8(L.wo.m, n);
@@ -559,6 +554,16 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
   // product's F16 input itself (no conversion launch before the product).
   const bool o_f16 = !o_q8 && fuse_res && attention_writes_f16() && !padded && ab.max_seq_tokens <= 1 &&
                      mm->takes_f16(L.wo.m, n);
+  // Then this launch also requests the o product's weights into L2 (DUET_O_PREFETCH), since the
+  // o product's blocks cannot be resident beside attention's to request them early themselves.
+  if (o_prefetch() && o_f16) {
+    rp.l2_prefetch = L.wo.m.data;
+    rp.l2_prefetch_bytes = L.wo.m.n_rows * int64_t(L.wo.m.row_bytes);
+  }
+  if (!skip(kSkipRope)) launch_qkv_rope_cache(rp, kv, ab, pdl, s);
+  mark("bias/qk-norm/rope/kv write");
+  const float score_scale = tr.q_prescale ? 1.0f : 1.0f / std::sqrt(float(hd));
+  const int window = swa && hp.sliding_window > 0 ? int(hp.sliding_window) : 0;
   if (skip(kSkipAttention)) {
   } else if (!padded) {
     // Decode attention is launched programmatically on sm_90 (attention.cu, use_decode_pdl).
@@ -582,8 +587,7 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
     ffn_q8 = gu_takes_q8 && norm_q8_ok;
     // Tensor-core batches: the F16 input of the fused gate/up product, its output zeroed (by the
     // o product's grid where that runs on the same kernel, else by the norm).
-    gu_f16 = !ffn_q8 && L.fused_gu && f16_producers() && d > 1024 && d <= kRmsNormF16MaxCols &&
-             mm->takes_f16(L.wgu.m, n);
+    gu_f16 = !ffn_q8 && L.fused_gu && norm_writes_f16(L.wgu.m, n);
     const bool gu_zero_by_o = gu_f16 && o_f16 && mma_zeroes();
     if (o_q8) mm->matmul_q8(L.wo.m, n, X, d, s, /*accumulate=*/true);  // x += o
     else if (o_f16) mm->matmul_f16(L.wo.m, n, X, d, s, gu_zero_by_o ? gu.as<float>() : nullptr,
