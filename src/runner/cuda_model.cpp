@@ -214,6 +214,22 @@ bool o_prefetch() {
   return on;
 }
 
+// Decode steps on the streaming kernel of F16 / BF16 / FP8 weights: the o product zeroes the
+// gate/up output and the down product the next layer's q/k/v output, which those products then
+// add into, so that their columns too are split between CTAs (stream-K, launch_matvec_mma),
+// unless DUET_MV_ZERO=0 (A/B knob, read once; they then write whole rows a CTA).
+bool mv_zero() {
+  static const bool on = env_flag("DUET_MV_ZERO", true);
+  return on;
+}
+
+// The float gated activation (the input of F16 / BF16 / FP8 matrix-vector products) is launched
+// programmatically where the decode kernels are, unless DUET_ACT_ROWS_PDL=0 (A/B knob, read once).
+bool act_rows_pdl() {
+  static const bool on = env_flag("DUET_ACT_ROWS_PDL", true);
+  return on;
+}
+
 // Native FP8 prompts: the down product adds into the residual stream in cuBLASLt's epilogue
 // (matmul_fp8_rows(.., accumulate)) instead of writing O for a separate add (ncu, qwen2-7b
 // 512-token FP8 prompt: the add kernel took 9 us a layer). DUET_FP8_DOWN_ACC=0 turns it off
@@ -270,6 +286,8 @@ struct CudaModel::Impl {
   // Set by a layer's down product when it zeroed the next layer's q/k/v output (batches on the
   // quantized tensor-core kernel, layer_forward); read and cleared by that layer's norm.
   bool qkv_zeroed = false;
+  // The same for the streaming decode kernel of F16 / BF16 / FP8 weights (qkv_streams).
+  bool qkv_mv_zeroed = false;
   // Batches whose output product takes the F16 input (output_takes_f16): set by forward_body
   // before the layers; the last layer's down product then zeroes the logits rows (which the output
   // product adds into) and sets logits_zeroed, read and cleared by the final norm.
@@ -385,6 +403,10 @@ struct CudaModel::Impl {
   // Whether layer il's norm writes the F16 input of its q/k/v products for n rows (batches on
   // the quantized tensor-core kernel), zeroing their output [n][q | k | v].
   bool qkv_takes_f16(uint32_t il, int n) const;
+  // Whether layer il's fused q/k/v product of n rows runs on the streaming decode kernel of F16 /
+  // BF16 / FP8 weights and so can add into an output zeroed by the previous layer's down product
+  // (its columns then split between CTAs: MatmulContext::streams_decode; DUET_MV_ZERO).
+  bool qkv_streams(uint32_t il, int n) const;
   // Whether an RMSNorm of n rows can write product m's F16 input (launch_rms_norm_f16's widths,
   // the quantized tensor-core kernel taking m; DUET_F16_PRODUCERS).
   bool norm_writes_f16(const DeviceMatrix& m, int n) const;
@@ -442,6 +464,11 @@ bool CudaModel::Impl::qkv_takes_f16(uint32_t il, int n) const {
   return !qkv_q8 && every_qkv(L, [&](const DeviceMatrix& m) { return norm_writes_f16(m, n); });
 }
 
+bool CudaModel::Impl::qkv_streams(uint32_t il, int n) const {
+  const DeviceLayer& L = layers[il];
+  return mv_zero() && L.fused_qkv && !qkv_takes_f16(il, n) && mm->streams_decode(L.wqkv.m, n);
+}
+
 bool CudaModel::Impl::output_takes_f16(int n, int n_out, const std::vector<std::pair<int, int>>& out_runs) const {
   return output_f16() && n_out == n && out_runs.size() == 1 && out_runs[0].first == 0 && out_runs[0].second == n &&
          norm_writes_f16(*output, n);
@@ -481,6 +508,8 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
   const bool qkv_prezeroed = qkv_zeroed;  // by the previous layer's down product
   qkv_zeroed = false;
   DUET_CHECK(!qkv_prezeroed || qkv_f16);
+  const bool qkv_mv_prezeroed = qkv_mv_zeroed;  // by the previous layer's down product
+  qkv_mv_zeroed = false;
   auto skip = [](unsigned bit) { return (dbg_skip_mask() & bit) != 0; };
   if (skip(kSkipAttnNorm)) {
   } else if (qkv_q8) {
@@ -515,7 +544,7 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
   } else if (L.fused_qkv) {
     if (!qkv_fp8 || !mm->matmul_fp8_rows(L.wqkv.m, n, Q, ldq, s)) {
       if (qkv_fp8) launch_rms_norm(X, d, fptr(L.attn_norm), hp.rms_eps, d, n, XN, d, s);  // cuBLASLt declined
-      product(L.wqkv.m, qkv_q8, XN, d, Q, ldq, false);
+      product(L.wqkv.m, qkv_q8, XN, d, Q, ldq, qkv_mv_prezeroed);
     }
   } else if (L.fused_qk) {  // one launch for both where the kernels allow (Q4_K_M: Q4_K [wq; wk], Q6_K wv)
     if (!qkv_q8 || !mm->matmul_q8_pair(L.wqk.m, Q, L.wv.m, V, ldq, n, s)) {
@@ -581,7 +610,7 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
   }
   mark("attention");
 
-  bool ffn_q8 = false, gu_fp8 = false, gu_f16 = false;
+  bool ffn_q8 = false, gu_fp8 = false, gu_f16 = false, gu_mv_zeroed = false;
   const bool gu_takes_q8 = L.fused_gu ? mm->takes_q8(L.wgu.m, n) : mm->takes_q8(L.w_gate.m, n) && mm->takes_q8(L.w_up.m, n);
   if (fuse_res) {
     ffn_q8 = gu_takes_q8 && norm_q8_ok;
@@ -589,10 +618,15 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
     // o product's grid where that runs on the same kernel, else by the norm).
     gu_f16 = !ffn_q8 && L.fused_gu && norm_writes_f16(L.wgu.m, n);
     const bool gu_zero_by_o = gu_f16 && o_f16 && mma_zeroes();
+    // The streaming decode kernel: the o product zeroes the gate/up output, which that product then
+    // adds into (DUET_MV_ZERO).
+    gu_mv_zeroed = !ffn_q8 && !gu_f16 && L.fused_gu && !o_q8 && !o_f16 && mv_zero() && mm->streams_decode(L.wo.m, n) &&
+                   mm->streams_decode(L.wgu.m, n);
     if (o_q8) mm->matmul_q8(L.wo.m, n, X, d, s, /*accumulate=*/true);  // x += o
     else if (o_f16) mm->matmul_f16(L.wo.m, n, X, d, s, gu_zero_by_o ? gu.as<float>() : nullptr,
                                    gu_zero_by_o ? int64_t(n) * 2 * ff : 0);  // x += o
-    else mm->matmul(L.wo.m, A, qd, n, X, d, s, /*accumulate=*/true);
+    else mm->matmul(L.wo.m, A, qd, n, X, d, s, /*accumulate=*/true, gu_mv_zeroed ? gu.as<float>() : nullptr,
+                    gu_mv_zeroed ? int64_t(n) * 2 * ff : 0);
     mark("matmul o");
     if (skip(kSkipFfnNorm)) {
     } else if (ffn_q8) {
@@ -626,7 +660,7 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
       mm->matmul_f16(L.wgu.m, n, GU, 2 * ff, s);
     } else if (!gu_fp8 || !mm->matmul_fp8_rows(L.wgu.m, n, GU, 2 * ff, s)) {
       if (gu_fp8) launch_rms_norm(X, d, fptr(L.ffn_norm), hp.rms_eps, d, n, XN, d, s);  // cuBLASLt declined; x has o
-      product(L.wgu.m, ffn_q8, XN, d, GU, 2 * ff, false);
+      product(L.wgu.m, ffn_q8, XN, d, GU, 2 * ff, gu_mv_zeroed);
     }
     gate_in = GU, up_in = GU + ff, ldi = 2 * ff;  // [gate | up] rows of each token
   } else {
@@ -650,7 +684,9 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
     const MatmulContext::Fp8RowsInput f8 = mm->fp8_rows_input(L.w_down.m);
     launch_gated_activation_fp8_rows(tr.act, gelu, gate_in, up_in, ldi, n, ff, f8.q, f8.ld, f8.scales, s);
   } else {
-    launch_gated_activation_rows(tr.act, gelu, gate_in, up_in, ldi, n, ff, G, ff, s);
+    // Programmatic in decode (DUET_ACT_ROWS_PDL): the float rows of the F16 / BF16 / FP8
+    // matrix-vector products.
+    launch_gated_activation_rows(tr.act, gelu, gate_in, up_in, ldi, n, ff, G, ff, s, pdl && act_rows_pdl());
   }
   mark("activation");
   if (down_f16) {
@@ -664,7 +700,12 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
     mm->matmul_f16(L.w_down.m, n, X, d, s, zero, zero_n);  // x += down
     mark("matmul down");
   } else if (fuse_res) {
-    product(L.w_down.m, down_q8, G, ff, X, d, true);  // x += down
+    // The streaming decode kernel: the next layer's q/k/v output zeroed in the same launch.
+    qkv_mv_zeroed = !down_q8 && il + 1 < hp.n_layers && qkv_streams(il + 1, n) && mm->streams_decode(L.w_down.m, n);
+    if (qkv_mv_zeroed)
+      mm->matmul(L.w_down.m, G, ff, n, X, d, s, /*accumulate=*/true, qkv.as<float>(), int64_t(n) * (qd + 2 * kvd));
+    else
+      product(L.w_down.m, down_q8, G, ff, X, d, true);  // x += down
     mark("matmul down");
   } else if (down_fp8 && !tr.post_norms && fp8_down_accumulates() &&
              mm->matmul_fp8_rows(L.w_down.m, n, X, d, s, /*accumulate=*/true)) {
@@ -700,7 +741,7 @@ void CudaModel::Impl::forward_body(int n, int n_out, const AttentionBatch& ab, c
   mark("embedding");
   const bool out_f16 = n_out > 0 && output_takes_f16(n, n_out, out_runs);
   zero_logits = out_f16;
-  logits_zeroed = qkv_zeroed = false;
+  logits_zeroed = qkv_zeroed = qkv_mv_zeroed = false;
   for (uint32_t il = 0; il < hp.n_layers; ++il) layer_forward(il, n, ab);
   zero_logits = false;
   if (n_out == 0 || (dbg_skip_mask() & kSkipOutput) != 0) return;

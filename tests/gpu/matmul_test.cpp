@@ -308,14 +308,21 @@ TEST_P(MatmulParity, MatchesCpuReference) {
           EXPECT_LE(worst3, tol.elem) << c.name << " " << p.name << " matmul_f16 n=" << n;
         }
         if (MatmulContext::can_accumulate(n) && !mma) {
-          // The accumulating decode product (the fused residual add) adds the same sum again: y + y, exact.
+          // The accumulating decode product (the fused residual add) adds the same sum again: y + y,
+          // exact; on the streaming tensor-core kernel, whose accumulating launches split rows
+          // between CTAs (stream-K, partial sums added atomically), within float rounding of the
+          // row's terms (1e-5 of their L1 sum; a lost or doubled chunk is far more).
           std::vector<float> y2(static_cast<size_t>(n) * ldy);
           ctx.matmul(wr->m, dx, ldx, n, dy, ldy, stream, /*accumulate=*/true);
           ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
           ASSERT_EQ(cudaMemcpy(y2.data(), dy, y2.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+          const bool split = ctx.streams_decode(wr->m, n);
           int64_t bad = 0;
           for (int t = 0; t < n; ++t)
-            for (int64_t r = 0; r < rows; ++r) bad += y2[t * ldy + r] != 2.0f * y[t * ldy + r];
+            for (int64_t r = 0; r < rows; ++r) {
+              const double want = 2.0 * y[t * ldy + r], got = y2[t * ldy + r];
+              bad += split ? !(std::fabs(got - want) <= 1e-5 * l1[t * rows + r]) : got != want;
+            }
           EXPECT_EQ(bad, 0) << c.name << " " << p.name << " accumulate n=" << n;
           if (ctx.takes_q8(wr->m, n)) {
             // The product from the int8 input the calls above left in q8_input() (what a fused
@@ -409,7 +416,11 @@ TEST(MatvecMma, EveryKindMatchesReference) {
                     kc.tol.elem);
         EXPECT_LE(rel, kc.tol.norm) << kc.c.name << " " << rows << "x" << cols << " n=" << n;
         EXPECT_LE(worst, kc.tol.elem) << kc.c.name << " " << rows << "x" << cols << " n=" << n;
-        // Rows past n untouched (still NaN), and the accumulating launch adds the same sums.
+        // Rows past n untouched (still NaN), and the accumulating launch adds the same sums: bit
+        // for bit where a CTA sums whole rows (the classic kernel); the streaming kernel splits
+        // an accumulating launch's rows between CTAs (stream-K) and adds their partial sums
+        // atomically, so there within float rounding of the row's terms (1e-5 of their L1 sum;
+        // a lost or doubled 64-column chunk is orders of magnitude more).
         int64_t touched = 0;
         for (int t = n; t < n_max; ++t)
           for (int64_t r = 0; r < rows; ++r) touched += !std::isnan(y[t * ldy + r]);
@@ -419,8 +430,11 @@ TEST(MatvecMma, EveryKindMatchesReference) {
         ASSERT_EQ(cudaMemcpy(y2.data(), dy, y2.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
         int64_t bad = 0;
         for (int t = 0; t < n; ++t)
-          for (int64_t r = 0; r < rows; ++r) bad += y2[t * ldy + r] != 2.0f * y[t * ldy + r];
-        EXPECT_EQ(bad, 0) << kc.c.name << " accumulate n=" << n;
+          for (int64_t r = 0; r < rows; ++r) {
+            const double want = 2.0 * y[t * ldy + r], got = y2[t * ldy + r];
+            bad += sv[0] == '0' ? got != want : !(std::fabs(got - want) <= 1e-5 * l1[t * rows + r]);
+          }
+        EXPECT_EQ(bad, 0) << kc.c.name << " accumulate n=" << n << " " << (sv[0] == '1' ? "stream" : "classic");
         unsetenv("DUET_MATVEC_STREAM");
         ++ran;
       }
@@ -448,6 +462,73 @@ TEST(MatvecMma, EveryKindMatchesReference) {
     }
   }
   EXPECT_GT(ran, 0);
+  cudaStreamDestroy(stream);
+}
+
+// Stream-K and the zero side job of the streaming decode kernel (launch_matvec_mma with
+// accumulate and zero): a product added into a zeroed y equals the plain product within float
+// rounding of its terms (the rows' columns split between CTAs, fewer units than CTAs on the
+// 300-row shape, so most rows are split several ways), matches the reference, and the side job
+// zeroes exactly its range (NaN-filled before, the float past it untouched).
+TEST(MatvecMma, StreamKAddsIntoZeroedOutput) {
+  fail_without_device();
+  auto dev_r = query_device(0);
+  ASSERT_TRUE(dev_r.is_ok()) << dev_r.status().message();
+  if (dev_r->sm < 80) GTEST_FAIL() << "the tensor-core decode kernel needs sm_80+; this test runs on such a card";
+  ASSERT_TRUE(kernels::matvec_mma_zeroes()) << "the streaming kernel is the default (DUET_MATVEC_STREAM unset)";
+  using K = kernels::MatvecMmaKind;
+  const Case c8{DType::kF8_E4M3, Fp8Scale::kChannel, "FP8/channel"};
+  const Case c16{DType::kF16, Fp8Scale::kNone, "F16"};
+  const bool fp8 = dev_r->sm >= 89;
+  const Case& c = fp8 ? c8 : c16;
+  const K kind = fp8 ? K::kFp8Hw : K::kF16;
+  const std::pair<int64_t, int64_t> shapes[] = {{300, 1024}, {4608, 3584}, {17000, 256}};
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  uint64_t seed = 4242;
+  for (auto [rows, cols] : shapes) {
+    const HostMatrix m = make_matrix(c, rows, cols, seed++);
+    auto wr = upload_matrix(m.view(), *dev_r, Fp8Mode::kWeightOnly);
+    ASSERT_TRUE(wr.is_ok()) << wr.status().message();
+    const int64_t ldx = static_cast<int64_t>(wr->m.row_bytes / dtype_info(wr->m.dtype).type_size);
+    const int n = 3;
+    std::vector<float> x(static_cast<size_t>(n) * ldx, 0.f);
+    std::mt19937_64 rng(seed++);
+    std::normal_distribution<float> g(0.f, 1.f);
+    for (int t = 0; t < n; ++t)
+      for (int64_t k = 0; k < cols; ++k) x[t * ldx + k] = g(rng);
+    std::vector<double> yref, l1;
+    reference(m, x, ldx, n, &yref, &l1);
+    const int64_t ldy = rows, zn = 12345;
+    float *dx = nullptr, *dy = nullptr, *dz = nullptr;
+    ASSERT_EQ(cudaMalloc(&dx, x.size() * 4), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&dy, static_cast<size_t>(n) * ldy * 4), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&dz, (zn + 1) * 4), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(dx, x.data(), x.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+    std::vector<float> plain(static_cast<size_t>(n) * ldy), split(plain.size()), z(zn + 1);
+    kernels::launch_matvec_mma(wr->m, kind, dx, ldx, n, dy, ldy, false, false, stream);
+    ASSERT_EQ(cudaMemcpyAsync(plain.data(), dy, plain.size() * 4, cudaMemcpyDeviceToHost, stream), cudaSuccess);
+    ASSERT_EQ(cudaMemsetAsync(dy, 0, plain.size() * 4, stream), cudaSuccess);
+    ASSERT_EQ(cudaMemsetAsync(dz, 0xff, (zn + 1) * 4, stream), cudaSuccess);  // NaN
+    kernels::launch_matvec_mma(wr->m, kind, dx, ldx, n, dy, ldy, true, false, stream, dz, zn);
+    ASSERT_EQ(cudaMemcpyAsync(split.data(), dy, split.size() * 4, cudaMemcpyDeviceToHost, stream), cudaSuccess);
+    ASSERT_EQ(cudaMemcpyAsync(z.data(), dz, z.size() * 4, cudaMemcpyDeviceToHost, stream), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    int64_t far = 0, zeroed = 0;
+    for (int t = 0; t < n; ++t)
+      for (int64_t r = 0; r < rows; ++r)
+        far += !(std::fabs(double(split[t * ldy + r]) - plain[t * ldy + r]) <= 1e-5 * l1[t * rows + r]);
+    for (int64_t i = 0; i < zn; ++i) zeroed += z[i] == 0.f;
+    EXPECT_EQ(far, 0) << c.name << " " << rows << "x" << cols << ": stream-K sums differ from the plain product";
+    EXPECT_EQ(zeroed, zn) << c.name << " " << rows << "x" << cols;
+    EXPECT_TRUE(std::isnan(z[zn])) << "the side job wrote past its range";
+    const auto [rel, worst] = product_errors(split, ldy, yref, l1, n, rows);
+    EXPECT_LE(rel, 2e-3) << c.name << " " << rows << "x" << cols;
+    EXPECT_LE(worst, 3e-3) << c.name << " " << rows << "x" << cols;
+    cudaFree(dx);
+    cudaFree(dy);
+    cudaFree(dz);
+  }
   cudaStreamDestroy(stream);
 }
 

@@ -215,8 +215,8 @@ void launch_gated_rows(Activation act, GeluMode gelu, const float* gate, const f
 }  // namespace
 
 void launch_gated_activation_rows(Activation act, GeluMode gelu, const float* gate, const float* up, int64_t ldi,
-                                  int64_t n_rows, int64_t n, float* out, int64_t ldo, cudaStream_t stream) {
-  launch_gated_rows(act, gelu, gate, up, ldi, n_rows, n, out, ldo, stream);
+                                  int64_t n_rows, int64_t n, float* out, int64_t ldo, cudaStream_t stream, bool pdl) {
+  launch_gated_rows(act, gelu, gate, up, ldi, n_rows, n, out, ldo, stream, pdl);
 }
 
 void launch_gated_activation_f16(Activation act, GeluMode gelu, const float* gate, const float* up, int64_t ldi,

@@ -649,8 +649,19 @@ bool MatmulContext::matmul_q8_pair(const DeviceMatrix& w1, float* y1, const Devi
                                         stream);
 }
 
+bool MatmulContext::streams_decode(const DeviceMatrix& w, int n_tokens) const {
+  kernels::MatvecMmaKind kind;
+  return n_tokens >= 1 && n_tokens <= kernels::kDecodeMaxTokens && !kernels::is_block_quant(w.dtype) &&
+         !impl_->takes_mma(w, n_tokens) && impl_->mma_decode_kind(w, n_tokens, &kind) && kernels::matvec_mma_zeroes();
+}
+
 void MatmulContext::matmul(const DeviceMatrix& w, const float* x, int64_t ldx, int n_tokens, float* y, int64_t ldy,
-                           cudaStream_t stream, bool accumulate) {
+                           cudaStream_t stream, bool accumulate, float* zero, int64_t zero_n) {
+  if (zero_n > 0 && !streams_decode(w, n_tokens)) {
+    matmul(w, x, ldx, n_tokens, y, ldy, stream, accumulate);
+    DUET_CUDA_CHECK(cudaMemsetAsync(zero, 0, static_cast<size_t>(zero_n) * sizeof(float), stream));
+    return;
+  }
   Impl& m = *impl_;
   DUET_CHECK_MSG(n_tokens >= 1 && n_tokens <= m.max_tokens && w.n_cols <= m.max_cols,
                  "matmul: %d tokens x %lld columns beyond reserve(%d, %lld)", n_tokens, (long long)w.n_cols,
@@ -676,7 +687,7 @@ void MatmulContext::matmul(const DeviceMatrix& w, const float* x, int64_t ldx, i
       }
       kernels::MatvecMmaKind kind;
       if (m.mma_decode_kind(w, n_tokens, &kind))
-        kernels::launch_matvec_mma(w, kind, xr, ldr, n_tokens, y, ldy, accumulate, pdl_ok, stream);
+        kernels::launch_matvec_mma(w, kind, xr, ldr, n_tokens, y, ldy, accumulate, pdl_ok, stream, zero, zero_n);
       else
         kernels::launch_matvec_float(w, xr, ldr, n_tokens, y, ldy, m.dev.use_fp8(), accumulate, pdl_ok, stream);
     }

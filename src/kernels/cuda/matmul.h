@@ -50,8 +50,14 @@ class MatmulContext {
   // y[t * ldy + r] = sum_c W[r, c] * x[t * ldx + c] for t < n_tokens, r < w.n_rows (float32 in and
   // out, device memory). n_tokens <= the reserved max_tokens. accumulate: y[..] += the product
   // (the residual add fused into the product); only where accumulates(w, n_tokens).
+  // zero / zero_n: also zero[0 .. zero_n) = 0 (the output of a later product, which then adds
+  // into it): in the same launch where streams_decode(w, n_tokens), else by a memset after it.
   void matmul(const DeviceMatrix& w, const float* x, int64_t ldx, int n_tokens, float* y, int64_t ldy,
-              cudaStream_t stream, bool accumulate = false);
+              cudaStream_t stream, bool accumulate = false, float* zero = nullptr, int64_t zero_n = 0);
+  // True when matmul(w, .., n_tokens, ..) runs the streaming tensor-core decode kernel of F16 /
+  // BF16 / FP8 weights (kernels/cuda/matvec_mma.h), which splits the columns of products that
+  // add into y between CTAs and takes a zero side job.
+  bool streams_decode(const DeviceMatrix& w, int n_tokens) const;
 
   // Fused producers. Decode batches of block-quantized weights read int8 activations with one
   // float4 per 32 values (kernels/cuda/quant_kernels.cuh, launch_quantize_act_q8); a producer

@@ -80,6 +80,11 @@ struct MvArgs {
   int64_t block_rows, block_cols, scale_cols;
   bool chunk_scales;  // block_cols < n_cols: a scale per (16-row tile, 64-column chunk)
   float unscale;      // multiplies every result (2^8 for the software E4M3 conversion, else 1)
+  // Streaming kernel: split units across CTAs ("stream-K": equal chunk ranges a CTA; needs
+  // accumulate), and a side job zero[0 .. zero_n) = 0 after the launch wait (or null).
+  bool stream_k;
+  float* zero;
+  int64_t zero_n;
 };
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -294,7 +299,7 @@ __device__ __forceinline__ void tile_scale_rows(const MvArgs& a, int64_t row0, c
 // CTA calls it; red may be reused after a barrier.
 template <MatvecMmaKind K, int MT, int W>
 __device__ __forceinline__ void store_unit(const float (&acc)[MT][4], float (&red)[W][MT][4][32], int64_t row0,
-                                           const MvArgs& a) {
+                                           const MvArgs& a, bool partial = false) {
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
@@ -314,7 +319,8 @@ __device__ __forceinline__ void store_unit(const float (&acc)[MT][4], float (&re
       s *= a.unscale;
     }
     float* out = a.y + t * a.ldy + row;
-    *out = a.accumulate ? *out + s : s;
+    if (partial) atomicAdd(out, s);  // the unit's other chunks are another CTA's
+    else *out = a.accumulate ? *out + s : s;
   }
 }
 
@@ -388,9 +394,14 @@ __global__ void __launch_bounds__(W * 32) matvec_mma_kernel(MvArgs a) {
 }
 
 // Streaming form of the kernel above (the default on sm_80+; DUET_MATVEC_STREAM=0 the kernel
-// above). Persistent: the grid is the resident CTAs (at most one per unit), CTA b takes units
-// (MT m16 tiles, all chunks) b, b + grid, ..., and its warps split each unit's chunks
-// round-robin as above. The weights travel by cp.async into a ring of D slots per thread: each
+// above). Persistent: the grid is the resident CTAs (at most one per unit without stream_k), CTA b
+// takes an equal share of consecutive units (MT m16 tiles, all chunks), and its warps split each
+// unit's chunks round-robin as above. With stream_k (products that add into y: the residual, or
+// an output zeroed by an earlier launch's side job) the grid is every resident CTA and CTA b
+// takes an equal share of all (unit, chunk) pairs instead: a split unit's CTAs add their sums
+// atomically. Whole units left the last CTAs of a wave idle: qwen2-7b's 4608-row q/k/v product
+// has 144 units of 32 rows for 132 one-CTA SMs (twelve CTAs took two), the 3584-row o and down
+// products 112 (twenty SMs idle), and gate/up 1184 for 264 CTAs (4.48 a CTA, so five). The weights travel by cp.async into a ring of D slots per thread: each
 // thread copies exactly the pieces it will multiply (its rows g, g + 8 of each tile, piece p of
 // the chunk), so no barrier guards the ring, only the thread's own wait_group; D - 1 chunks are
 // always in flight, across unit boundaries (the next unit's weights load while this one's warps
@@ -414,13 +425,28 @@ __global__ void __launch_bounds__(W * 32) matvec_mma_stream_kernel(MvArgs a, int
   const int lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, p = lane & 3;
   const int64_t n_chunks = (a.n_pieces + kChunkPieces - 1) / kChunkPieces;
-  const int64_t stride = gridDim.x;
-  // Copy cursor (unit, chunk) of the next chunk this warp loads; a warp past the last chunk of a
-  // row (n_chunks <= warp) has none in any unit.
-  int64_t cp_unit = warp < n_chunks ? static_cast<int64_t>(blockIdx.x) : n_units;
-  int64_t cp_c = warp;
+  // This CTA's work: the (unit, chunk) pairs f0 <= unit * n_chunks + chunk < f1, i.e. chunks
+  // [lo(u), hi(u)) of units u0 <= u < u1: whole units (an equal share of them), or with
+  // stream_k an equal share of all chunks, so that a unit may be split between two CTAs (or more,
+  // when there are fewer units than CTAs) whose sums are then added atomically.
+  const int64_t G = gridDim.x, b = blockIdx.x;
+  const int64_t f0 = a.stream_k ? b * (n_units * n_chunks) / G : b * n_units / G * n_chunks;
+  const int64_t f1 = a.stream_k ? (b + 1) * (n_units * n_chunks) / G : (b + 1) * n_units / G * n_chunks;
+  const int64_t u0 = f0 / n_chunks, u1 = (f1 + n_chunks - 1) / n_chunks;
+  auto lo = [&](int64_t u) { return f0 > u * n_chunks ? f0 - u * n_chunks : int64_t{0}; };
+  auto hi = [&](int64_t u) { return f1 < (u + 1) * n_chunks ? f1 - u * n_chunks : n_chunks; };
+  // Copy cursor (unit, chunk) of the next chunk this warp loads: the warps take each unit's
+  // chunks round-robin from lo(u); a warp with none left in a unit moves to the next.
+  int64_t cp_unit = u0, cp_c = lo(u0) + warp;
+  auto settle = [&] {
+    while (cp_unit < u1 && cp_c >= hi(cp_unit)) {
+      ++cp_unit;
+      cp_c = lo(cp_unit) + warp;
+    }
+  };
+  settle();
   auto copy_next = [&](int slot) {
-    if (cp_unit < n_units) {
+    if (cp_unit < u1) {
       const bool ok = cp_c * kChunkPieces + p < a.n_pieces;
       const int64_t off = ok ? cp_c * 64 + p * 16 : 0;
 #pragma unroll
@@ -432,21 +458,22 @@ __global__ void __launch_bounds__(W * 32) matvec_mma_stream_kernel(MvArgs a, int
           detail::cp_async16(&ring[(slot * S + 2 * mt + h) * T + tid], a.w + r * a.row_bytes + off, ok ? 16 : 0);
         }
       cp_c += W;
-      if (cp_c >= n_chunks) {
-        cp_c = warp;
-        cp_unit += stride;
-      }
+      settle();
     }
     detail::cp_async_commit();  // empty groups too: every thread counts the same groups
   };
 #pragma unroll
   for (int d = 0; d < D - 1; ++d) copy_next(d);
   pdl_wait();  // activations (and y, when accumulating) come from the previous kernel
+  if (a.zero_n > 0)  // the side job: a later product's output, zeroed for its atomic sums
+    for (int64_t i = b * T + tid; i < a.zero_n; i += G * T) a.zero[i] = 0.f;
   const bool has_x = g < a.n;
   const float* xrow = a.x + (has_x ? g : 0) * a.ldx + p * E;
   __shared__ float red[W][MT][4][32];
   int slot = 0;
-  for (int64_t unit = blockIdx.x; unit < n_units; unit += stride) {
+  for (int64_t unit = u0; unit < u1; ++unit) {
+    const int64_t c_lo = lo(unit), c_hi = hi(unit);
+    if (c_lo >= c_hi) continue;  // uniform across the CTA
     const int64_t row0 = unit * (16 * MT);
     const float* tile_scales[MT];
     tile_scale_rows<K, MT>(a, row0, tile_scales);
@@ -458,7 +485,7 @@ __global__ void __launch_bounds__(W * 32) matvec_mma_stream_kernel(MvArgs a, int
     // The lane's activations of chunk c, read one chunk ahead (x may come from L2: with the ring
     // in shared memory, L1 is small).
     auto load_x = [&](int64_t c, float (&v)[E]) {
-      if (has_x && c < n_chunks && c * kChunkPieces + p < a.n_pieces) {
+      if (has_x && c < c_hi && c * kChunkPieces + p < a.n_pieces) {
         detail::load_as_float<float, E>(xrow + c * kChunkPieces * E, v);
       } else {
 #pragma unroll
@@ -466,8 +493,8 @@ __global__ void __launch_bounds__(W * 32) matvec_mma_stream_kernel(MvArgs a, int
       }
     };
     float vnext[E];
-    load_x(warp, vnext);
-    for (int64_t c = warp; c < n_chunks; c += W) {
+    load_x(c_lo + warp, vnext);
+    for (int64_t c = c_lo + warp; c < c_hi; c += W) {
       float v[E];
 #pragma unroll
       for (int i = 0; i < E; ++i) v[i] = vnext[i];
@@ -483,7 +510,7 @@ __global__ void __launch_bounds__(W * 32) matvec_mma_stream_kernel(MvArgs a, int
       chunk_accumulate<K, MT>(acc, wv, v, c, p, a, tile_scales);
     }
     // Sum the warps of this unit (the ring keeps loading the next unit meanwhile).
-    store_unit<K, MT, W>(acc, red, row0, a);
+    store_unit<K, MT, W>(acc, red, row0, a, c_lo > 0 || c_hi < n_chunks);
     __syncthreads();
   }
   detail::cp_async_wait<0>();
@@ -541,7 +568,8 @@ void launch_stream_cfg(const MvArgs& a, bool pdl, cudaStream_t s) {
   const int per_sm =
       detail::opt_in_ctas_per_sm(reinterpret_cast<const void*>(matvec_mma_stream_kernel<K, MT, W, D>), W * 32, kSmem);
   const int64_t units = (a.n_rows + 16 * MT - 1) / (16 * MT);
-  const int64_t grid = std::min<int64_t>(units, int64_t{per_sm} * detail::current_sm_count());
+  const int64_t slots = int64_t{per_sm} * detail::current_sm_count();
+  const int64_t grid = a.stream_k ? slots : std::min<int64_t>(units, slots);
   detail::launch_maybe_pdl(matvec_mma_stream_kernel<K, MT, W, D>, dim3(static_cast<unsigned>(grid)), dim3(W * 32),
                            kSmem, s, pdl, a, units);
 }
@@ -553,7 +581,10 @@ void launch_stream_cfg(const MvArgs& a, bool pdl, cudaStream_t s) {
 // fewer than two units an SM and for F16/BF16 (FP8 weight-only 3584 x 3584 52.9 against 47.6,
 // 3584 x 18944 75.0 against 61.5; BF16 at n = 2 72-95% against 58-87%), 8 warps and 4 slots
 // (cfg 4) for the taller FP8 matrices (18944 x 3584 74.5 against 65.5, 152064 x 3584 90.1 against
-// 88.9; 16 warps there: 63.6 and 70.0).
+// 88.9; 16 warps there: 63.6 and 70.0). With stream-K (accumulating launches) the short FP8
+// matrices take cfg 4 too: whole units had left 16-warp CTAs the better fit for a grid of one unit
+// a CTA, which stream-K no longer has (qwen2-7b FP8 weight-only one-token step 2.788-2.798 ms
+// with cfg 4 everywhere against 2.816-2.825 with cfg 3 for them, same run, perf.md session 21).
 template <MatvecMmaKind K, int MT>
 void launch_stream_mt(const MvArgs& a, int cfg, bool pdl, cudaStream_t s) {
   switch (cfg) {
@@ -573,7 +604,7 @@ void launch_kind(const MvArgs& a, bool pdl, cudaStream_t s) {
     int cfg = env_int("DUET_MATVEC_STREAM_CFG", 0, 4);
     if (cfg < 0) {
       const bool short_matrix = (a.n_rows + 31) / 32 < 2 * static_cast<int64_t>(detail::current_sm_count());
-      cfg = short_matrix || K == MatvecMmaKind::kF16 || K == MatvecMmaKind::kBf16 ? 3 : 4;
+      cfg = (short_matrix && !a.stream_k) || K == MatvecMmaKind::kF16 || K == MatvecMmaKind::kBf16 ? 3 : 4;
     }
     if (mt == 2) launch_stream_mt<K, 2>(a, cfg, pdl, s);
     else launch_stream_mt<K, 1>(a, cfg, pdl, s);
@@ -586,6 +617,15 @@ void launch_kind(const MvArgs& a, bool pdl, cudaStream_t s) {
   const int cfg = env_int("DUET_MATVEC_MMA_CFG", 0, 3);
   if (mt == 2) launch_mt<K, 2>(a, cfg, pdl, s);
   else launch_mt<K, 1>(a, cfg, pdl, s);
+}
+
+// Stream-K for the products that add into y, unless DUET_MATVEC_STREAMK=0 (A/B knob, read once).
+bool stream_k_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("DUET_MATVEC_STREAMK");
+    return e == nullptr || std::strcmp(e, "0") != 0;
+  }();
+  return on;
 }
 
 }  // namespace
@@ -603,10 +643,13 @@ bool matvec_mma_fits(const DeviceMatrix& w, MatvecMmaKind kind) {
   }
 }
 
+bool matvec_mma_zeroes() { return env_int("DUET_MATVEC_STREAM", 0, 1) != 0; }
+
 void launch_matvec_mma(const DeviceMatrix& w, MatvecMmaKind kind, const float* x, int64_t ldx, int n, float* y,
-                       int64_t ldy, bool accumulate, bool pdl, cudaStream_t s) {
+                       int64_t ldy, bool accumulate, bool pdl, cudaStream_t s, float* zero, int64_t zero_n) {
   DUET_CHECK(n >= 1 && n <= 8 && matvec_mma_fits(w, kind) && ldx % 4 == 0 &&
              reinterpret_cast<uintptr_t>(x) % 16 == 0);
+  DUET_CHECK(zero_n == 0 || (zero != nullptr && matvec_mma_zeroes()));
   MvArgs a{};
   a.w = static_cast<const uint8_t*>(w.data);
   a.n_rows = w.n_rows;
@@ -618,6 +661,9 @@ void launch_matvec_mma(const DeviceMatrix& w, MatvecMmaKind kind, const float* x
   a.y = y;
   a.ldy = ldy;
   a.accumulate = accumulate;
+  a.stream_k = accumulate && stream_k_enabled();
+  a.zero = zero;
+  a.zero_n = zero_n;
   a.unscale = 1.f;
   if (w.dtype == DType::kF8_E4M3) {
     a.scales = w.fp8_scales;

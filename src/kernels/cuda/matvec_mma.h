@@ -27,8 +27,15 @@ bool matvec_mma_fits(const DeviceMatrix& w, MatvecMmaKind kind);
 // y[t * ldy + r] = W[r] . x[t] (+= when accumulate) for t < n <= 8: x float [n][ldx], 16-byte
 // aligned rows, readable and zero beyond n_cols up to W's padded row length (row_bytes / element
 // size). pdl: launched programmatically (weights are loaded before the wait for x's producer).
-// The device must be sm_80+ (sm_89+ for kFp8Hw and kFp8Native).
+// The device must be sm_80+ (sm_89+ for kFp8Hw and kFp8Native). Products that accumulate split
+// their rows' columns between CTAs (stream-K: the sums are added atomically, so their order, and
+// the result's last bits, vary between runs); a non-accumulating product can have it too by
+// adding into a y zeroed beforehand. zero[0 .. zero_n): a side job, zeroed after the launch wait
+// (a later product's output; only where matvec_mma_zeroes()).
 void launch_matvec_mma(const DeviceMatrix& w, MatvecMmaKind kind, const float* x, int64_t ldx, int n, float* y,
-                       int64_t ldy, bool accumulate, bool pdl, cudaStream_t s);
+                       int64_t ldy, bool accumulate, bool pdl, cudaStream_t s, float* zero = nullptr,
+                       int64_t zero_n = 0);
+// Whether launch_matvec_mma takes a zero side job (the streaming kernel runs: DUET_MATVEC_STREAM).
+bool matvec_mma_zeroes();
 
 }  // namespace duet::cuda::kernels

@@ -107,8 +107,10 @@ void launch_rms_norm_f16(float* x, const float* res, const float* w, float eps, 
 // Gated activation over rows: out[r * ldo + i] = act(gate[r * ldi + i]) * up[r * ldi + i], i < n,
 // r < n_rows (gate and up may be the two halves of one fused [gate | up] product row). The same
 // values as launch_gated_activation over the contiguous n_rows * n elements.
+// pdl: launched programmatically (sm_90; the kernel waits for its producer before reading).
 void launch_gated_activation_rows(Activation act, GeluMode gelu, const float* gate, const float* up, int64_t ldi,
-                                  int64_t n_rows, int64_t n, float* out, int64_t ldo, cudaStream_t stream);
+                                  int64_t n_rows, int64_t n, float* out, int64_t ldo, cudaStream_t stream,
+                                  bool pdl = false);
 // The same values quantized for a block-quantized decode product: xq [n_rows][n], xm [n_rows][n / 32]
 // (n % 32 == 0). One warp per 32 values.
 void launch_gated_activation_q8(Activation act, GeluMode gelu, const float* gate, const float* up, int64_t ldi,
