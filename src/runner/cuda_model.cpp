@@ -510,6 +510,7 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
   DUET_CHECK(!qkv_prezeroed || qkv_f16);
   const bool qkv_mv_prezeroed = qkv_mv_zeroed;  // by the previous layer's down product
   qkv_mv_zeroed = false;
+  DUET_CHECK(!qkv_mv_prezeroed || (L.fused_qkv && !qkv_f16 && !qkv_q8));
   auto skip = [](unsigned bit) { return (dbg_skip_mask() & bit) != 0; };
   if (skip(kSkipAttnNorm)) {
   } else if (qkv_q8) {
