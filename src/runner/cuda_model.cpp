@@ -466,7 +466,7 @@ bool CudaModel::Impl::qkv_takes_f16(uint32_t il, int n) const {
 
 bool CudaModel::Impl::qkv_streams(uint32_t il, int n) const {
   const DeviceLayer& L = layers[il];
-  return mv_zero() && L.fused_qkv && !qkv_takes_f16(il, n) && mm->streams_decode(L.wqkv.m, n);
+  return mv_zero() && L.fused_qkv && mm->streams_decode(L.wqkv.m, n);
 }
 
 bool CudaModel::Impl::output_takes_f16(int n, int n_out, const std::vector<std::pair<int, int>>& out_runs) const {
@@ -619,10 +619,9 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
     // o product's grid where that runs on the same kernel, else by the norm).
     gu_f16 = !ffn_q8 && L.fused_gu && norm_writes_f16(L.wgu.m, n);
     const bool gu_zero_by_o = gu_f16 && o_f16 && mma_zeroes();
-    // The streaming decode kernel: the o product zeroes the gate/up output, which that product then
-    // adds into (DUET_MV_ZERO).
-    gu_mv_zeroed = !ffn_q8 && !gu_f16 && L.fused_gu && !o_q8 && !o_f16 && mv_zero() && mm->streams_decode(L.wo.m, n) &&
-                   mm->streams_decode(L.wgu.m, n);
+    // The streaming decode kernel (neither int8 nor F16 inputs there): the o product zeroes the
+    // gate/up output, which that product then adds into (DUET_MV_ZERO).
+    gu_mv_zeroed = L.fused_gu && mv_zero() && mm->streams_decode(L.wo.m, n) && mm->streams_decode(L.wgu.m, n);
     if (o_q8) mm->matmul_q8(L.wo.m, n, X, d, s, /*accumulate=*/true);  // x += o
     else if (o_f16) mm->matmul_f16(L.wo.m, n, X, d, s, gu_zero_by_o ? gu.as<float>() : nullptr,
                                    gu_zero_by_o ? int64_t(n) * 2 * ff : 0);  // x += o
@@ -702,7 +701,7 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
     mark("matmul down");
   } else if (fuse_res) {
     // The streaming decode kernel: the next layer's q/k/v output zeroed in the same launch.
-    qkv_mv_zeroed = !down_q8 && il + 1 < hp.n_layers && qkv_streams(il + 1, n) && mm->streams_decode(L.w_down.m, n);
+    qkv_mv_zeroed = il + 1 < hp.n_layers && qkv_streams(il + 1, n) && mm->streams_decode(L.w_down.m, n);
     if (qkv_mv_zeroed)
       mm->matmul(L.w_down.m, G, ff, n, X, d, s, /*accumulate=*/true, qkv.as<float>(), int64_t(n) * (qd + 2 * kvd));
     else

@@ -105,6 +105,17 @@ float* device_randn(size_t n, uint32_t seed) {
   return d;
 }
 
+// n rows of ldx floats, normal(0, 1) from std::mt19937_64(seed) in the first cols (row by row),
+// zero past them (x zero-padded to the weights' padded row length).
+std::vector<float> host_rows(int n, int64_t ldx, int64_t cols, uint64_t seed) {
+  std::vector<float> x(static_cast<size_t>(n) * ldx, 0.f);
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> g(0.f, 1.f);
+  for (int t = 0; t < n; ++t)
+    for (int64_t k = 0; k < cols; ++k) x[t * ldx + k] = g(rng);
+  return x;
+}
+
 HostMatrix make_matrix(const Case& c, int64_t rows, int64_t cols, uint64_t seed) {
   HostMatrix m;
   m.dtype = c.dtype;
@@ -387,11 +398,7 @@ TEST(MatvecMma, EveryKindMatchesReference) {
       // x zero-padded to the row's padded length (the kernel reads whole pieces).
       const int64_t ldx = static_cast<int64_t>(wr->m.row_bytes / dtype_info(wr->m.dtype).type_size + 4);
       const int n_max = 8;
-      std::vector<float> x(static_cast<size_t>(n_max) * ldx, 0.f);
-      std::mt19937_64 rng(seed++);
-      std::normal_distribution<float> g(0.f, 1.f);
-      for (int t = 0; t < n_max; ++t)
-        for (int64_t k = 0; k < cols; ++k) x[t * ldx + k] = g(rng);
+      const std::vector<float> x = host_rows(n_max, ldx, cols, seed++);
       std::vector<double> yref, l1;
       reference(m, x, ldx, n_max, &yref, &l1);
       float *dx = nullptr, *dy = nullptr;
@@ -492,11 +499,7 @@ TEST(MatvecMma, StreamKAddsIntoZeroedOutput) {
     ASSERT_TRUE(wr.is_ok()) << wr.status().message();
     const int64_t ldx = static_cast<int64_t>(wr->m.row_bytes / dtype_info(wr->m.dtype).type_size);
     const int n = 3;
-    std::vector<float> x(static_cast<size_t>(n) * ldx, 0.f);
-    std::mt19937_64 rng(seed++);
-    std::normal_distribution<float> g(0.f, 1.f);
-    for (int t = 0; t < n; ++t)
-      for (int64_t k = 0; k < cols; ++k) x[t * ldx + k] = g(rng);
+    const std::vector<float> x = host_rows(n, ldx, cols, seed++);
     std::vector<double> yref, l1;
     reference(m, x, ldx, n, &yref, &l1);
     const int64_t ldy = rows, zn = 12345;

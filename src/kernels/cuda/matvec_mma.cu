@@ -598,7 +598,7 @@ void launch_stream_mt(const MvArgs& a, int cfg, bool pdl, cudaStream_t s) {
 
 template <MatvecMmaKind K>
 void launch_kind(const MvArgs& a, bool pdl, cudaStream_t s) {
-  if (env_int("DUET_MATVEC_STREAM", 0, 1) != 0) {
+  if (matvec_mma_zeroes()) {  // the streaming kernel
     int mt = 2;
     if (const int f = env_int("DUET_MATVEC_MMA_MT", 1, 2); f > 0) mt = f;
     int cfg = env_int("DUET_MATVEC_STREAM_CFG", 0, 4);
