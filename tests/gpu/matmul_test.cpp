@@ -535,6 +535,43 @@ TEST(MatvecMma, StreamKAddsIntoZeroedOutput) {
   cudaStreamDestroy(stream);
 }
 
+// DUET_MATVEC_L2PF only adds a prefetch-size hint to the streaming kernel's weight copies: the
+// products must stay bit-identical (whole units, no atomics: a deterministic order of sums).
+TEST(MatvecMma, L2FetchHintLeavesResultsUnchanged) {
+  fail_without_device();
+  auto dev_r = query_device(0);
+  ASSERT_TRUE(dev_r.is_ok()) << dev_r.status().message();
+  if (dev_r->sm < 80) GTEST_FAIL() << "the tensor-core decode kernel needs sm_80+; this test runs on such a card";
+  ASSERT_TRUE(kernels::matvec_mma_zeroes()) << "the streaming kernel is the default (DUET_MATVEC_STREAM unset)";
+  using K = kernels::MatvecMmaKind;
+  const Case c{DType::kF8_E4M3, Fp8Scale::kChannel, "FP8/channel"};
+  const K kind = K::kFp8Soft;  // sm_80+
+  const int64_t rows = 4608, cols = 3584;
+  const int n = 3;
+  auto w = upload_matrix(make_matrix(c, rows, cols, 515).view(), *dev_r, Fp8Mode::kWeightOnly);
+  ASSERT_TRUE(w.is_ok()) << w.status().message();
+  const std::vector<float> x = host_rows(n, cols, cols, 516);
+  float *dx = nullptr, *dy = nullptr;
+  ASSERT_EQ(cudaMalloc(&dx, x.size() * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dy, size_t{n} * rows * 4), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(dx, x.data(), x.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  auto run = [&] {
+    std::vector<float> y(size_t{n} * rows);
+    kernels::launch_matvec_mma(w->m, kind, dx, cols, n, dy, rows, false, false, nullptr);
+    EXPECT_EQ(cudaMemcpy(y.data(), dy, y.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    return y;
+  };
+  const std::vector<float> plain = run();
+  for (const char* bytes : {"64", "128", "256"}) {
+    setenv("DUET_MATVEC_L2PF", bytes, 1);
+    const std::vector<float> hinted = run();
+    unsetenv("DUET_MATVEC_L2PF");
+    EXPECT_EQ(std::memcmp(plain.data(), hinted.data(), plain.size() * 4), 0) << "DUET_MATVEC_L2PF=" << bytes;
+  }
+  cudaFree(dx);
+  cudaFree(dy);
+}
+
 TEST_P(MatmulParity, GetRowsIsExact) {
   fail_without_device();
   const Case& c = kCases[GetParam()];

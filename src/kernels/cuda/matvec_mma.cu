@@ -85,6 +85,7 @@ struct MvArgs {
   bool stream_k;
   float* zero;
   int64_t zero_n;
+  int l2_fetch;  // streaming kernel: the weight copies' L2 prefetch-size hint, bytes (0: none; DUET_MATVEC_L2PF)
 };
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -455,7 +456,14 @@ __global__ void __launch_bounds__(W * 32) matvec_mma_stream_kernel(MvArgs a, int
         for (int h = 0; h < 2; ++h) {
           int64_t r = cp_unit * (16 * MT) + 16 * mt + g + 8 * h;
           if (r >= a.n_rows) r = a.n_rows - 1;  // past the end: loaded, never stored
-          detail::cp_async16(&ring[(slot * S + 2 * mt + h) * T + tid], a.w + r * a.row_bytes + off, ok ? 16 : 0);
+          void* dst = &ring[(slot * S + 2 * mt + h) * T + tid];
+          const uint8_t* src = a.w + r * a.row_bytes + off;
+          switch (a.l2_fetch) {
+            case 64: detail::cp_async16_l2<64>(dst, src, ok ? 16 : 0); break;
+            case 128: detail::cp_async16_l2<128>(dst, src, ok ? 16 : 0); break;
+            case 256: detail::cp_async16_l2<256>(dst, src, ok ? 16 : 0); break;
+            default: detail::cp_async16(dst, src, ok ? 16 : 0);
+          }
         }
       cp_c += W;
       settle();
@@ -664,6 +672,12 @@ void launch_matvec_mma(const DeviceMatrix& w, MatvecMmaKind kind, const float* x
   a.stream_k = accumulate && stream_k_enabled();
   a.zero = zero;
   a.zero_n = zero_n;
+  // DUET_MATVEC_L2PF=64|128|256 (benchmark knob, read at each launch; not yet measured on a GPU):
+  // the streaming kernel's weight copies carry that L2 prefetch-size hint (cp.async .L2::NB), so
+  // that a row's neighbouring chunks, which the CTA's other warps copy next, may come in one DRAM
+  // request.
+  a.l2_fetch = 0;
+  if (const char* e = std::getenv("DUET_MATVEC_L2PF")) a.l2_fetch = std::atoi(e);
   a.unscale = 1.f;
   if (w.dtype == DType::kF8_E4M3) {
     a.scales = w.fp8_scales;
