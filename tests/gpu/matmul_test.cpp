@@ -472,21 +472,29 @@ TEST(MatvecMma, EveryKindMatchesReference) {
   cudaStreamDestroy(stream);
 }
 
+// The device of the streaming decode kernel's tests (sm_80+, the streaming form selected), into
+// *dev; call through ASSERT_NO_FATAL_FAILURE.
+void streaming_kernel_device(DeviceInfo* dev) {
+  fail_without_device();
+  auto dev_r = query_device(0);
+  ASSERT_TRUE(dev_r.is_ok()) << dev_r.status().message();
+  if (dev_r->sm < 80) GTEST_FAIL() << "the tensor-core decode kernel needs sm_80+; this test runs on such a card";
+  ASSERT_TRUE(kernels::matvec_mma_zeroes()) << "the streaming kernel is the default (DUET_MATVEC_STREAM unset)";
+  *dev = *dev_r;
+}
+
 // Stream-K and the zero side job of the streaming decode kernel (launch_matvec_mma with
 // accumulate and zero): a product added into a zeroed y equals the plain product within float
 // rounding of its terms (the rows' columns split between CTAs, fewer units than CTAs on the
 // 300-row shape, so most rows are split several ways), matches the reference, and the side job
 // zeroes exactly its range (NaN-filled before, the float past it untouched).
 TEST(MatvecMma, StreamKAddsIntoZeroedOutput) {
-  fail_without_device();
-  auto dev_r = query_device(0);
-  ASSERT_TRUE(dev_r.is_ok()) << dev_r.status().message();
-  if (dev_r->sm < 80) GTEST_FAIL() << "the tensor-core decode kernel needs sm_80+; this test runs on such a card";
-  ASSERT_TRUE(kernels::matvec_mma_zeroes()) << "the streaming kernel is the default (DUET_MATVEC_STREAM unset)";
+  DeviceInfo dev;
+  ASSERT_NO_FATAL_FAILURE(streaming_kernel_device(&dev));
   using K = kernels::MatvecMmaKind;
   const Case c8{DType::kF8_E4M3, Fp8Scale::kChannel, "FP8/channel"};
   const Case c16{DType::kF16, Fp8Scale::kNone, "F16"};
-  const bool fp8 = dev_r->sm >= 89;
+  const bool fp8 = dev.sm >= 89;
   const Case& c = fp8 ? c8 : c16;
   const K kind = fp8 ? K::kFp8Hw : K::kF16;
   const std::pair<int64_t, int64_t> shapes[] = {{300, 1024}, {4608, 3584}, {17000, 256}};
@@ -495,7 +503,7 @@ TEST(MatvecMma, StreamKAddsIntoZeroedOutput) {
   uint64_t seed = 4242;
   for (auto [rows, cols] : shapes) {
     const HostMatrix m = make_matrix(c, rows, cols, seed++);
-    auto wr = upload_matrix(m.view(), *dev_r, Fp8Mode::kWeightOnly);
+    auto wr = upload_matrix(m.view(), dev, Fp8Mode::kWeightOnly);
     ASSERT_TRUE(wr.is_ok()) << wr.status().message();
     const int64_t ldx = static_cast<int64_t>(wr->m.row_bytes / dtype_info(wr->m.dtype).type_size);
     const int n = 3;
@@ -538,17 +546,14 @@ TEST(MatvecMma, StreamKAddsIntoZeroedOutput) {
 // DUET_MATVEC_L2PF only adds a prefetch-size hint to the streaming kernel's weight copies: the
 // products must stay bit-identical (whole units, no atomics: a deterministic order of sums).
 TEST(MatvecMma, L2FetchHintLeavesResultsUnchanged) {
-  fail_without_device();
-  auto dev_r = query_device(0);
-  ASSERT_TRUE(dev_r.is_ok()) << dev_r.status().message();
-  if (dev_r->sm < 80) GTEST_FAIL() << "the tensor-core decode kernel needs sm_80+; this test runs on such a card";
-  ASSERT_TRUE(kernels::matvec_mma_zeroes()) << "the streaming kernel is the default (DUET_MATVEC_STREAM unset)";
+  DeviceInfo dev;
+  ASSERT_NO_FATAL_FAILURE(streaming_kernel_device(&dev));
   using K = kernels::MatvecMmaKind;
   const Case c{DType::kF8_E4M3, Fp8Scale::kChannel, "FP8/channel"};
   const K kind = K::kFp8Soft;  // sm_80+
   const int64_t rows = 4608, cols = 3584;
   const int n = 3;
-  auto w = upload_matrix(make_matrix(c, rows, cols, 515).view(), *dev_r, Fp8Mode::kWeightOnly);
+  auto w = upload_matrix(make_matrix(c, rows, cols, 515).view(), dev, Fp8Mode::kWeightOnly);
   ASSERT_TRUE(w.is_ok()) << w.status().message();
   const std::vector<float> x = host_rows(n, cols, cols, 516);
   float *dx = nullptr, *dy = nullptr;

@@ -168,12 +168,14 @@ __device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_b
 #endif
 }
 // The same with an L2 prefetch-size hint (kBytes 64, 128 or 256: the L2 may fetch that aligned
-// block around the source, sm_80+).
+// block around the source, sm_80+; 0: cp_async16).
 template <int kBytes>
 __device__ __forceinline__ void cp_async16_l2(void* dst, const void* src, int src_bytes) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  if constexpr (kBytes == 256)
+  if constexpr (kBytes == 0)
+    cp_async16(dst, src, src_bytes);
+  else if constexpr (kBytes == 256)
     asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(src_bytes)
                  : "memory");
   else if constexpr (kBytes == 128)

@@ -85,7 +85,6 @@ struct MvArgs {
   bool stream_k;
   float* zero;
   int64_t zero_n;
-  int l2_fetch;  // streaming kernel: the weight copies' L2 prefetch-size hint, bytes (0: none; DUET_MATVEC_L2PF)
 };
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -414,7 +413,8 @@ __global__ void __launch_bounds__(W * 32) matvec_mma_kernel(MvArgs a) {
 // bit-identical to it (matmul_test MatvecMma checks). Measured on the H200 (2026-11-30, launcher
 // choice): qwen2-7b FP8 weight-only tg128 339.7 / 339.8 tok/s against 312.8 / 312.2 with the
 // classic kernel, native 286.8 / 286.4 against 262.3 / 262.3 (same run).
-template <MatvecMmaKind K, int MT, int W, int D>
+// L2F: the weight copies' L2 prefetch-size hint in bytes (0: none; DUET_MATVEC_L2PF).
+template <MatvecMmaKind K, int MT, int W, int D, int L2F>
 __global__ void __launch_bounds__(W * 32) matvec_mma_stream_kernel(MvArgs a, int64_t n_units) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   extern __shared__ uint4 ring[];  // [D][2 MT][W * 32]: thread-private slots, conflict-free
@@ -456,14 +456,8 @@ __global__ void __launch_bounds__(W * 32) matvec_mma_stream_kernel(MvArgs a, int
         for (int h = 0; h < 2; ++h) {
           int64_t r = cp_unit * (16 * MT) + 16 * mt + g + 8 * h;
           if (r >= a.n_rows) r = a.n_rows - 1;  // past the end: loaded, never stored
-          void* dst = &ring[(slot * S + 2 * mt + h) * T + tid];
-          const uint8_t* src = a.w + r * a.row_bytes + off;
-          switch (a.l2_fetch) {
-            case 64: detail::cp_async16_l2<64>(dst, src, ok ? 16 : 0); break;
-            case 128: detail::cp_async16_l2<128>(dst, src, ok ? 16 : 0); break;
-            case 256: detail::cp_async16_l2<256>(dst, src, ok ? 16 : 0); break;
-            default: detail::cp_async16(dst, src, ok ? 16 : 0);
-          }
+          detail::cp_async16_l2<L2F>(&ring[(slot * S + 2 * mt + h) * T + tid], a.w + r * a.row_bytes + off,
+                                     ok ? 16 : 0);
         }
       cp_c += W;
       settle();
@@ -570,16 +564,29 @@ double wave_fill(const MvArgs& a) {
 
 // The streaming kernel with D ring slots: grid = its resident CTAs (occupancy x SMs, found once
 // per instance and device), at most one per unit.
-template <MatvecMmaKind K, int MT, int W, int D>
-void launch_stream_cfg(const MvArgs& a, bool pdl, cudaStream_t s) {
+template <MatvecMmaKind K, int MT, int W, int D, int L2F>
+void launch_stream_hinted(const MvArgs& a, bool pdl, cudaStream_t s) {
   constexpr size_t kSmem = size_t{D} * 2 * MT * W * 32 * 16;
-  const int per_sm =
-      detail::opt_in_ctas_per_sm(reinterpret_cast<const void*>(matvec_mma_stream_kernel<K, MT, W, D>), W * 32, kSmem);
+  const auto kernel = matvec_mma_stream_kernel<K, MT, W, D, L2F>;
+  const int per_sm = detail::opt_in_ctas_per_sm(reinterpret_cast<const void*>(kernel), W * 32, kSmem);
   const int64_t units = (a.n_rows + 16 * MT - 1) / (16 * MT);
   const int64_t slots = int64_t{per_sm} * detail::current_sm_count();
   const int64_t grid = a.stream_k ? slots : std::min<int64_t>(units, slots);
-  detail::launch_maybe_pdl(matvec_mma_stream_kernel<K, MT, W, D>, dim3(static_cast<unsigned>(grid)), dim3(W * 32),
-                           kSmem, s, pdl, a, units);
+  detail::launch_maybe_pdl(kernel, dim3(static_cast<unsigned>(grid)), dim3(W * 32), kSmem, s, pdl, a, units);
+}
+
+// DUET_MATVEC_L2PF=64|128|256 (benchmark knob, read at each launch; not yet measured on a GPU):
+// the weight copies carry that L2 prefetch-size hint (cp.async .L2::NB), so that a row's
+// neighbouring chunks, which the CTA's other warps copy next, may come in one DRAM request. A
+// template argument: the default instance's copies are the plain ones.
+template <MatvecMmaKind K, int MT, int W, int D>
+void launch_stream_cfg(const MvArgs& a, bool pdl, cudaStream_t s) {
+  switch (env_int("DUET_MATVEC_L2PF", 64, 256)) {
+    case 64: return launch_stream_hinted<K, MT, W, D, 64>(a, pdl, s);
+    case 128: return launch_stream_hinted<K, MT, W, D, 128>(a, pdl, s);
+    case 256: return launch_stream_hinted<K, MT, W, D, 256>(a, pdl, s);
+    default: return launch_stream_hinted<K, MT, W, D, 0>(a, pdl, s);
+  }
 }
 
 // (warps per CTA, ring slots) by DUET_MATVEC_STREAM_CFG=0..4 (benchmark knob; the slots halve at
@@ -672,12 +679,6 @@ void launch_matvec_mma(const DeviceMatrix& w, MatvecMmaKind kind, const float* x
   a.stream_k = accumulate && stream_k_enabled();
   a.zero = zero;
   a.zero_n = zero_n;
-  // DUET_MATVEC_L2PF=64|128|256 (benchmark knob, read at each launch; not yet measured on a GPU):
-  // the streaming kernel's weight copies carry that L2 prefetch-size hint (cp.async .L2::NB), so
-  // that a row's neighbouring chunks, which the CTA's other warps copy next, may come in one DRAM
-  // request.
-  a.l2_fetch = 0;
-  if (const char* e = std::getenv("DUET_MATVEC_L2PF")) a.l2_fetch = std::atoi(e);
   a.unscale = 1.f;
   if (w.dtype == DType::kF8_E4M3) {
     a.scales = w.fp8_scales;
