@@ -543,8 +543,9 @@ TEST(MatvecMma, StreamKAddsIntoZeroedOutput) {
   cudaStreamDestroy(stream);
 }
 
-// DUET_MATVEC_L2PF only adds a prefetch-size hint to the streaming kernel's weight copies: the
-// products must stay bit-identical (whole units, no atomics: a deterministic order of sums).
+// The L2 prefetch-size hint of the streaming kernel's weight copies (128 bytes by default for FP8
+// weight-only; DUET_MATVEC_L2PF=0|64|128|256) changes no copy: the products must stay
+// bit-identical (whole units, no atomics: a deterministic order of sums).
 TEST(MatvecMma, L2FetchHintLeavesResultsUnchanged) {
   DeviceInfo dev;
   ASSERT_NO_FATAL_FAILURE(streaming_kernel_device(&dev));
@@ -566,7 +567,11 @@ TEST(MatvecMma, L2FetchHintLeavesResultsUnchanged) {
     EXPECT_EQ(cudaMemcpy(y.data(), dy, y.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
     return y;
   };
+  setenv("DUET_MATVEC_L2PF", "0", 1);
   const std::vector<float> plain = run();
+  unsetenv("DUET_MATVEC_L2PF");
+  const std::vector<float> by_default = run();
+  EXPECT_EQ(std::memcmp(plain.data(), by_default.data(), plain.size() * 4), 0) << "the launcher's default hint";
   for (const char* bytes : {"64", "128", "256"}) {
     setenv("DUET_MATVEC_L2PF", bytes, 1);
     const std::vector<float> hinted = run();

@@ -413,7 +413,7 @@ __global__ void __launch_bounds__(W * 32) matvec_mma_kernel(MvArgs a) {
 // bit-identical to it (matmul_test MatvecMma checks). Measured on the H200 (2026-11-30, launcher
 // choice): qwen2-7b FP8 weight-only tg128 339.7 / 339.8 tok/s against 312.8 / 312.2 with the
 // classic kernel, native 286.8 / 286.4 against 262.3 / 262.3 (same run).
-// L2F: the weight copies' L2 prefetch-size hint in bytes (0: none; DUET_MATVEC_L2PF).
+// L2F: the weight copies' L2 prefetch-size hint in bytes (0: none; see launch_stream_cfg).
 template <MatvecMmaKind K, int MT, int W, int D, int L2F>
 __global__ void __launch_bounds__(W * 32) matvec_mma_stream_kernel(MvArgs a, int64_t n_units) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -575,13 +575,18 @@ void launch_stream_hinted(const MvArgs& a, bool pdl, cudaStream_t s) {
   detail::launch_maybe_pdl(kernel, dim3(static_cast<unsigned>(grid)), dim3(W * 32), kSmem, s, pdl, a, units);
 }
 
-// DUET_MATVEC_L2PF=64|128|256 (benchmark knob, read at each launch; not yet measured on a GPU):
-// the weight copies carry that L2 prefetch-size hint (cp.async .L2::NB), so that a row's
-// neighbouring chunks, which the CTA's other warps copy next, may come in one DRAM request. A
-// template argument: the default instance's copies are the plain ones.
+// The weight copies' L2 prefetch-size hint (cp.async .L2::NB), so that a row's neighbouring
+// chunks, which the CTA's other warps copy next, may come in one DRAM request: 128 bytes for FP8
+// weight-only (measured on the H200, qwen2-7b FP8 weight-only, four calls of session 23: tg128
+// 361.8-366.3 tok/s against 357.0-359.6 without, +1.5-2.1% in each call; the 8-sequence step
+// 3.208-3.244 ms against 3.365-3.378; 256 bytes 364.1-364.9), none for native FP8 (128: 300.5 against 301.1-302.1,
+// 256: 303.9 against 302.8) and the 16-bit kinds (not measured). DUET_MATVEC_L2PF=0|64|128|256
+// (benchmark knob, read at each launch) overrides it.
 template <MatvecMmaKind K, int MT, int W, int D>
 void launch_stream_cfg(const MvArgs& a, bool pdl, cudaStream_t s) {
-  switch (env_int("DUET_MATVEC_L2PF", 64, 256)) {
+  int hint = env_int("DUET_MATVEC_L2PF", 0, 256);
+  if (hint < 0) hint = K == MatvecMmaKind::kFp8Hw || K == MatvecMmaKind::kFp8Soft ? 128 : 0;
+  switch (hint) {
     case 64: return launch_stream_hinted<K, MT, W, D, 64>(a, pdl, s);
     case 128: return launch_stream_hinted<K, MT, W, D, 128>(a, pdl, s);
     case 256: return launch_stream_hinted<K, MT, W, D, 256>(a, pdl, s);
