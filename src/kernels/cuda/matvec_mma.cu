@@ -437,28 +437,43 @@ __global__ void __launch_bounds__(W * 32) matvec_mma_stream_kernel(MvArgs a, int
   auto lo = [&](int64_t u) { return f0 > u * n_chunks ? f0 - u * n_chunks : int64_t{0}; };
   auto hi = [&](int64_t u) { return f1 < (u + 1) * n_chunks ? f1 - u * n_chunks : n_chunks; };
   // Copy cursor (unit, chunk) of the next chunk this warp loads: the warps take each unit's
-  // chunks round-robin from lo(u); a warp with none left in a unit moves to the next.
+  // chunks round-robin from lo(u); a warp with none left in a unit moves to the next. cp_row: the
+  // lane's row starts (rows g, g + 8 of each tile) in the cursor's unit, found when it enters one,
+  // so that a copy is a pointer and an offset (the copies are on every iteration's issue path;
+  // qwen2-7b FP8 weight-only tg128 372.7 / 373.4 tok/s against 365.6 / 367.2 with the row
+  // arithmetic at every copy, same H200 run, session 23).
   int64_t cp_unit = u0, cp_c = lo(u0) + warp;
+  const uint8_t* cp_row[MT][2];
+  auto enter_unit = [&] {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        int64_t r = cp_unit * (16 * MT) + 16 * mt + g + 8 * h;
+        if (r >= a.n_rows) r = a.n_rows - 1;  // past the end: loaded, never stored
+        cp_row[mt][h] = a.w + r * a.row_bytes + p * 16;
+      }
+  };
   auto settle = [&] {
+    bool moved = false;
     while (cp_unit < u1 && cp_c >= hi(cp_unit)) {
       ++cp_unit;
       cp_c = lo(cp_unit) + warp;
+      moved = true;
     }
+    if (moved && cp_unit < u1) enter_unit();
   };
+  if (cp_unit < u1) enter_unit();
   settle();
   auto copy_next = [&](int slot) {
     if (cp_unit < u1) {
       const bool ok = cp_c * kChunkPieces + p < a.n_pieces;
-      const int64_t off = ok ? cp_c * 64 + p * 16 : 0;
+      const int64_t off = ok ? cp_c * 64 : -p * 16;  // past the row's pieces: its start, zero-filled
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          int64_t r = cp_unit * (16 * MT) + 16 * mt + g + 8 * h;
-          if (r >= a.n_rows) r = a.n_rows - 1;  // past the end: loaded, never stored
-          detail::cp_async16_l2<L2F>(&ring[(slot * S + 2 * mt + h) * T + tid], a.w + r * a.row_bytes + off,
-                                     ok ? 16 : 0);
-        }
+        for (int h = 0; h < 2; ++h)
+          detail::cp_async16_l2<L2F>(&ring[(slot * S + 2 * mt + h) * T + tid], cp_row[mt][h] + off, ok ? 16 : 0);
       cp_c += W;
       settle();
     }
