@@ -23,6 +23,7 @@
 #include "kernels/cuda/quant_mma.h"
 #include "runtime/cuda_check.h"
 #include "runtime/device.h"
+#include "graph_timing.h"
 #include "tensor/half.h"
 #include "tensor/quant_blocks.h"
 #include "tensor/quantize.h"
@@ -441,36 +442,16 @@ BenchMatrix make_bench(DType t, int64_t rows, int64_t cols) {
 }
 
 // Mean GPU time of one call: `iters` calls (cycling through the copies) captured in a CUDA graph,
-// replayed once to warm up and once timed with events.
+// replayed once to warm up and once timed (graph_seconds_per_call).
 template <typename F>
 double time_graph(BenchMatrix& b, int iters, cudaStream_t s, F call) {
   DeviceMatrix m = b.m;
   call(m);  // eager once: one-time setup outside the capture
   DUET_CUDA_CHECK(cudaStreamSynchronize(s));
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  DUET_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < iters; ++i) {
+  return graph_seconds_per_call(s, iters, [&](int i) {
     m.data = b.copies[i % b.copies.size()];
     call(m);
-  }
-  DUET_CUDA_CHECK(cudaStreamEndCapture(s, &graph));
-  DUET_CUDA_CHECK(cudaGraphInstantiateWithFlags(&exec, graph, 0));
-  DUET_CUDA_CHECK(cudaGraphDestroy(graph));
-  cudaEvent_t e0, e1;
-  DUET_CUDA_CHECK(cudaEventCreate(&e0));
-  DUET_CUDA_CHECK(cudaEventCreate(&e1));
-  DUET_CUDA_CHECK(cudaGraphLaunch(exec, s));
-  DUET_CUDA_CHECK(cudaEventRecord(e0, s));
-  DUET_CUDA_CHECK(cudaGraphLaunch(exec, s));
-  DUET_CUDA_CHECK(cudaEventRecord(e1, s));
-  DUET_CUDA_CHECK(cudaEventSynchronize(e1));
-  float ms = 0;
-  DUET_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-  DUET_CUDA_CHECK(cudaGraphExecDestroy(exec));
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-  return ms / 1e3 / iters;
+  });
 }
 
 TEST(MmaBench, Q4KAndQ6K) {

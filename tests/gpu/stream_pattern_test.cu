@@ -25,6 +25,7 @@
 #include "kernels/cuda/common.cuh"
 #include "runtime/cuda_check.h"
 #include "runtime/device.h"
+#include "graph_timing.h"
 
 namespace duet::cuda {
 namespace {
@@ -169,36 +170,12 @@ TEST(StreamPatternBench, EveryShapeReadsEachPieceOnce) {
       DUET_CUDA_CHECK(cudaMemcpyAsync(got, xor_d, 16, cudaMemcpyDeviceToHost, s));
       DUET_CUDA_CHECK(cudaStreamSynchronize(s));
       for (int k = 0; k < 4; ++k) EXPECT_EQ(got[k], want[k]) << sh.name << " " << rows << "x" << row_bytes;
-      // Timing: 20 launches over the copies in one graph.
-      constexpr int kIters = 20;
-      cudaGraph_t graph;
-      cudaGraphExec_t exec;
-      DUET_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-      for (int i = 0; i < kIters; ++i) sh.launch(copies[i % n_copies], r, rb, xor_d, s);
-      DUET_CUDA_CHECK(cudaStreamEndCapture(s, &graph));
-      DUET_CUDA_CHECK(cudaGraphInstantiateWithFlags(&exec, graph, 0));
-      DUET_CUDA_CHECK(cudaGraphDestroy(graph));
-      cudaEvent_t e0, e1;
-      DUET_CUDA_CHECK(cudaEventCreate(&e0));
-      DUET_CUDA_CHECK(cudaEventCreate(&e1));
-      DUET_CUDA_CHECK(cudaGraphLaunch(exec, s));
-      float best = 1e30f;
-      for (int rep = 0; rep < 3; ++rep) {
-        DUET_CUDA_CHECK(cudaEventRecord(e0, s));
-        DUET_CUDA_CHECK(cudaGraphLaunch(exec, s));
-        DUET_CUDA_CHECK(cudaEventRecord(e1, s));
-        DUET_CUDA_CHECK(cudaEventSynchronize(e1));
-        float ms = 0;
-        DUET_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-        best = std::min(best, ms);
-      }
-      const double us = best * 1e3 / kIters;
+      // Timing: 20 launches over the copies in one graph, best of 3 replays.
+      const double us = 1e6 * graph_seconds_per_call(
+                                  s, 20, [&](int i) { sh.launch(copies[i % n_copies], r, rb, xor_d, s); }, 3);
       const double gbs = bytes / (us * 1e3);
       std::printf("  %6lld x %-6lld %-32s %8.1f us  %6.0f GB/s  %5.1f%%\n", static_cast<long long>(rows),
                   static_cast<long long>(row_bytes), sh.name, us, gbs, 100 * gbs / 4300);
-      DUET_CUDA_CHECK(cudaGraphExecDestroy(exec));
-      cudaEventDestroy(e0);
-      cudaEventDestroy(e1);
     }
     for (auto* c : copies) cudaFree(c);
   }

@@ -172,10 +172,12 @@ __device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_b
 template <int kBytes>
 __device__ __forceinline__ void cp_async16_l2(void* dst, const void* src, int src_bytes) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  if constexpr (kBytes == 0)
+  if constexpr (kBytes == 0) {
     cp_async16(dst, src, src_bytes);
-  else if constexpr (kBytes == 256)
+    return;
+  }
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  if constexpr (kBytes == 256)
     asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(src_bytes)
                  : "memory");
   else if constexpr (kBytes == 128)

@@ -592,11 +592,11 @@ void launch_stream_hinted(const MvArgs& a, bool pdl, cudaStream_t s) {
 
 // The weight copies' L2 prefetch-size hint (cp.async .L2::NB), so that a row's neighbouring
 // chunks, which the CTA's other warps copy next, may come in one DRAM request: 128 bytes for FP8
-// weight-only (measured on the H200, qwen2-7b FP8 weight-only, four calls of session 23: tg128
-// 361.8-366.3 tok/s against 357.0-359.6 without, +1.5-2.1% in each call; the 8-sequence step
-// 3.208-3.244 ms against 3.365-3.378; 256 bytes 364.1-364.9), none for native FP8 (128: 300.5 against 301.1-302.1,
-// 256: 303.9 against 302.8) and the 16-bit kinds (not measured). DUET_MATVEC_L2PF=0|64|128|256
-// (benchmark knob, read at each launch) overrides it.
+// weight-only (measured on the H200, qwen2-7b FP8 weight-only, five calls of session 23: tg128
+// 361.8-367.2 tok/s against 357.0-361.1 without, +1.5-2.1% in each call; the 8-sequence step
+// 3.208-3.244 ms against 3.326-3.378; 256 bytes 364.1-364.9), none for native FP8 (128: 300.5
+// against 301.1-302.1; 256: 303.9 against 302.8) and the 16-bit kinds (not measured).
+// DUET_MATVEC_L2PF=0|64|128|256 (benchmark knob, read at each launch) overrides it.
 template <MatvecMmaKind K, int MT, int W, int D>
 void launch_stream_cfg(const MvArgs& a, bool pdl, cudaStream_t s) {
   int hint = env_int("DUET_MATVEC_L2PF", 0, 256);
