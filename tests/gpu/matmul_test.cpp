@@ -582,6 +582,76 @@ TEST(MatvecMma, L2FetchHintLeavesResultsUnchanged) {
   cudaFree(dy);
 }
 
+// FP8 products from activations staged once (launch_stage_act_mma + launch_matvec_mma_staged, the
+// path MatmulContext takes) round exactly as the kernel's own per-chunk rounding: bit-identical
+// products (whole units, no atomics) for weight-only (hardware and bit-arithmetic conversion) and
+// native FP8, on a matrix of whole chunks, one whose rows end inside a chunk (1008 columns: 63
+// pieces), per-channel and block scales, the short and the tall launch shape, n = 1, 3, 8.
+TEST(MatvecMma, StagedActivationsAreBitIdentical) {
+  DeviceInfo dev;
+  ASSERT_NO_FATAL_FAILURE(streaming_kernel_device(&dev));
+  using K = kernels::MatvecMmaKind;
+  struct Shape {
+    int64_t rows, cols;
+    Fp8Scale scale;
+  };
+  const Shape shapes[] = {{300, 1024, Fp8Scale::kChannel}, {77, 1008, Fp8Scale::kChannel},
+                          {4608, 3584, Fp8Scale::kBlock}, {17000, 256, Fp8Scale::kChannel}};
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  uint64_t seed = 919;
+  int ran = 0;
+  for (const K kind : {K::kFp8Soft, K::kFp8Hw, K::kFp8Native}) {
+    if (kind != K::kFp8Soft && dev.sm < 89) continue;
+    ASSERT_TRUE(kernels::matvec_mma_stages(kind, 8)) << "staging is the default (DUET_MATVEC_STAGE unset)";
+    for (const Shape& sh : shapes) {
+      const Case c{DType::kF8_E4M3, sh.scale, "FP8"};
+      auto w = upload_matrix(make_matrix(c, sh.rows, sh.cols, seed++).view(), dev,
+                             kind == K::kFp8Native ? Fp8Mode::kNative : Fp8Mode::kWeightOnly);
+      ASSERT_TRUE(w.is_ok()) << w.status().message();
+      ASSERT_TRUE(kernels::matvec_mma_fits(w->m, kind));
+      const int64_t n_pieces = static_cast<int64_t>(w->m.row_bytes / 16);
+      const int64_t ldx = (n_pieces + 3) / 4 * 64 + 4;  // x zero beyond its columns (the kernel's contract)
+      const int n_max = 8;
+      const std::vector<float> x = host_rows(n_max, ldx, sh.cols, seed++);
+      const kernels::MatvecMmaStage st = kernels::matvec_mma_stage_size(n_max, sh.cols);
+      float *dx = nullptr, *dy = nullptr, *dsc = nullptr;
+      void* dq = nullptr;
+      ASSERT_EQ(cudaMalloc(&dx, x.size() * 4), cudaSuccess);
+      ASSERT_EQ(cudaMalloc(&dy, static_cast<size_t>(n_max) * sh.rows * 4), cudaSuccess);
+      ASSERT_EQ(cudaMalloc(&dq, st.xs_bytes), cudaSuccess);
+      ASSERT_EQ(cudaMalloc(&dsc, st.xsc_floats * 4), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(dx, x.data(), x.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+      ASSERT_EQ(cudaMemset(dq, 0, st.xs_bytes), cudaSuccess);
+      ASSERT_EQ(cudaMemset(dsc, 0, st.xsc_floats * 4), cudaSuccess);
+      for (int n : {8, 3, 1}) {  // 8 first: fewer tokens then find stale, finite staged rows past n
+        std::vector<float> own(static_cast<size_t>(n) * sh.rows), pre(own.size());
+        kernels::launch_matvec_mma(w->m, kind, dx, ldx, n, dy, sh.rows, false, false, stream);
+        ASSERT_EQ(cudaMemcpyAsync(own.data(), dy, own.size() * 4, cudaMemcpyDeviceToHost, stream), cudaSuccess);
+        ASSERT_EQ(cudaMemsetAsync(dy, 0xff, own.size() * 4, stream), cudaSuccess);
+        kernels::launch_stage_act_mma(w->m, kind, dx, ldx, n, dq, dsc, false, stream);
+        kernels::launch_matvec_mma_staged(w->m, kind, dq, dsc, n, dy, sh.rows, false, false, stream);
+        ASSERT_EQ(cudaMemcpyAsync(pre.data(), dy, pre.size() * 4, cudaMemcpyDeviceToHost, stream), cudaSuccess);
+        ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+        int64_t differ = 0, nonzero = 0;
+        for (size_t i = 0; i < own.size(); ++i) {
+          differ += own[i] != pre[i];
+          nonzero += own[i] != 0.f;
+        }
+        EXPECT_EQ(differ, 0) << static_cast<int>(kind) << " " << sh.rows << "x" << sh.cols << " n=" << n;
+        EXPECT_GT(nonzero, static_cast<int64_t>(own.size()) / 2);  // real products, not zeros on both sides
+        ++ran;
+      }
+      cudaFree(dx);
+      cudaFree(dy);
+      cudaFree(dq);
+      cudaFree(dsc);
+    }
+  }
+  EXPECT_GT(ran, 0);
+  cudaStreamDestroy(stream);
+}
+
 TEST_P(MatmulParity, GetRowsIsExact) {
   fail_without_device();
   const Case& c = kCases[GetParam()];

@@ -168,25 +168,37 @@ __device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_b
 #endif
 }
 // The same with an L2 prefetch-size hint (kBytes 64, 128 or 256: the L2 may fetch that aligned
-// block around the source, sm_80+; 0: cp_async16).
+// block around the source, sm_80+; 0: none), to a shared-memory address (__cvta_generic_to_shared)
+// or pointer.
 template <int kBytes>
-__device__ __forceinline__ void cp_async16_l2(void* dst, const void* src, int src_bytes) {
+__device__ __forceinline__ void cp_async16_l2(unsigned d, const void* src, int src_bytes) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  if constexpr (kBytes == 0) {
-    cp_async16(dst, src, src_bytes);
-    return;
-  }
-  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
   if constexpr (kBytes == 256)
     asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(src_bytes)
                  : "memory");
   else if constexpr (kBytes == 128)
     asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(src_bytes)
                  : "memory");
-  else
+  else if constexpr (kBytes == 64)
     asm volatile("cp.async.cg.shared.global.L2::64B [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(src_bytes)
                  : "memory");
+  else
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(src_bytes) : "memory");
 #endif
+}
+template <int kBytes>
+__device__ __forceinline__ void cp_async16_l2(void* dst, const void* src, int src_bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  cp_async16_l2<kBytes>(static_cast<unsigned>(__cvta_generic_to_shared(dst)), src, src_bytes);
+#endif
+}
+// 16 bytes from a shared-memory address, ordered after the cp.async waits before it (volatile).
+__device__ __forceinline__ uint4 lds128(unsigned a) {
+  uint4 v{};
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(a));
+#endif
+  return v;
 }
 __device__ __forceinline__ void cp_async4(void* dst, const void* src, int src_bytes) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800

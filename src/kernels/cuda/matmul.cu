@@ -251,6 +251,7 @@ struct MatmulContext::Impl {
   cublasLtHandle_t lt = nullptr;
   DeviceBuffer blas_ws, lt_ws;
   DeviceBuffer xq, xm, xs;  // decode activations (int8 + block meta, or staged float)
+  DeviceBuffer xe, xes;     // FP8 decode activations staged for the streaming kernel (matvec_mma_stages)
   DeviceBuffer xh;          // prompt activations: F16 / BF16 / E4M3
   DeviceBuffer wdeq;        // F16 weight rows for the prompt GEMM
   // Device scalars, each 256 bytes apart (cuBLASLt wants aligned scale pointers): activation
@@ -570,6 +571,13 @@ void MatmulContext::reserve(int max_tokens, int64_t max_cols, int64_t max_rows) 
   m.xq.reserve(static_cast<size_t>(nd * kq));
   m.xm.reserve(static_cast<size_t>(nd * (kq / 32)) * sizeof(float4));
   m.xs.reserve(static_cast<size_t>(nd * kp) * sizeof(float));
+  const kernels::MatvecMmaStage st = kernels::matvec_mma_stage_size(static_cast<int>(nd), m.max_cols);
+  if (st.xs_bytes > m.xe.bytes()) {  // zeroed once: the padding past the staged rows is read, never used
+    m.xe.reserve(st.xs_bytes);
+    m.xes.reserve(st.xsc_floats * sizeof(float));
+    DUET_CUDA_CHECK(cudaMemset(m.xe.data(), 0, m.xe.bytes()));
+    DUET_CUDA_CHECK(cudaMemset(m.xes.data(), 0, m.xes.bytes()));
+  }
   if (m.max_tokens >= 2) m.xh.reserve(static_cast<size_t>(m.max_tokens) * kp * 2);  // F16 input of mma batches
   if (m.max_tokens > nd) {
     m.xscales.reserve(static_cast<size_t>(m.max_tokens) * sizeof(float));
@@ -686,7 +694,11 @@ void MatmulContext::matmul(const DeviceMatrix& w, const float* x, int64_t ldx, i
         xr = m.xs.as<float>();
       }
       kernels::MatvecMmaKind kind;
-      if (m.mma_decode_kind(w, n_tokens, &kind))
+      if (m.mma_decode_kind(w, n_tokens, &kind) && kernels::matvec_mma_stages(kind, n_tokens)) {
+        kernels::launch_stage_act_mma(w, kind, xr, ldr, n_tokens, m.xe.data(), m.xes.as<float>(), pdl_ok, stream);
+        kernels::launch_matvec_mma_staged(w, kind, m.xe.data(), m.xes.as<float>(), n_tokens, y, ldy, accumulate,
+                                          pdl_ok, stream, zero, zero_n);
+      } else if (m.mma_decode_kind(w, n_tokens, &kind))
         kernels::launch_matvec_mma(w, kind, xr, ldr, n_tokens, y, ldy, accumulate, pdl_ok, stream, zero, zero_n);
       else
         kernels::launch_matvec_float(w, xr, ldr, n_tokens, y, ldy, m.dev.use_fp8(), accumulate, pdl_ok, stream);

@@ -13,7 +13,8 @@
 // token t (lanes 4t .. 4t + 3) read 64 contiguous float activations per chunk (from L1/L2: every
 // CTA reads x, which is small).
 //
-// Activations are read as float and rounded in registers: to F16 (FP8 weight-only and F16
+// Activations are read as float and rounded in registers (or, for FP8 weights on the streaming
+// kernel, staged in that rounding once per product by launch_stage_act_mma): to F16 (FP8 weight-only and F16
 // weights: 2^-11 relative), BF16 (BF16 weights: 2^-9), or, for native FP8, to E4M3 with one
 // scale per token and 64-column chunk (amax / 448 over the 16 values of each of the token's 4
 // lanes; the chunk's partial products are scaled back in float before they are summed). FP8
@@ -85,6 +86,12 @@ struct MvArgs {
   bool stream_k;
   float* zero;
   int64_t zero_n;
+  int n_chunks;  // 64-byte chunks of a row (n_pieces / 4 rounded up)
+  // Staged activations (launch_stage_act_mma; FP8 kinds, streaming kernel): xs [n][64 n_chunks]
+  // F16 (weight-only: in chunk_mma's pairing) or E4M3 (native), and for native xsc [n_chunks][8]
+  // the scales of each chunk's tokens; null otherwise.
+  const void* xs;
+  const float* xsc;
 };
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -232,21 +239,17 @@ __device__ __forceinline__ void pack_x(const float* v, uint32_t* xw, float inv_s
 #endif
 }
 
-// acc += this lane's share of W x over chunk c of the MT tiles (wv[mt][0 / 1]: its pieces of
-// rows g and g + 8; v: its E activations, token g's, zeros past n): rounds v as the kind wants
-// (native FP8: E4M3 at the chunk's per-token scale, amax over the token's 4 lanes, the chunk's
-// products scaled back in float), block scales per chunk. Every lane of the warp calls it.
-template <MatvecMmaKind K, int MT>
-__device__ __forceinline__ void chunk_accumulate(float (&acc)[MT][4], const uint4 (&wv)[MT][2], const float* v,
-                                                 int64_t c, int p, const MvArgs& a,
-                                                 const float* const (&tile_scales)[MT]) {
+// The lane's activation words of one chunk for chunk_mma (xw) and, native FP8, the chunk's
+// activation scales of tokens 2p, 2p + 1 (tok_scale), from its E floats v (token g's, zeros past
+// n): rounded as the kind wants (native FP8: E4M3 at the chunk's per-token scale, amax over the
+// token's 4 lanes). Every lane of the warp calls it.
+template <MatvecMmaKind K>
+constexpr int kXWords = K == MatvecMmaKind::kFp8Hw || K == MatvecMmaKind::kFp8Soft ? 8 : 4;
+template <MatvecMmaKind K>
+__device__ __forceinline__ void round_x(const float* v, int p, uint32_t (&xw)[kXWords<K>], float (&tok_scale)[2]) {
   constexpr int E = KindOf<K>::kElems;
-  constexpr int XW = K == MatvecMmaKind::kFp8Hw || K == MatvecMmaKind::kFp8Soft ? 8 : 4;  // activation words
-  constexpr bool kNative = K == MatvecMmaKind::kFp8Native;
-  constexpr bool kFp8 = E == 16;
-  uint32_t xw[XW];
-  float tok_scale[2] = {1.f, 1.f};  // native: the chunk's activation scale of tokens 2p, 2p + 1
-  if constexpr (kNative) {
+  tok_scale[0] = tok_scale[1] = 1.f;
+  if constexpr (K == MatvecMmaKind::kFp8Native) {
     float amax = 0.f;
 #pragma unroll
     for (int i = 0; i < E; ++i) amax = fmaxf(amax, fabsf(v[i]));
@@ -259,6 +262,17 @@ __device__ __forceinline__ void chunk_accumulate(float (&acc)[MT][4], const uint
   } else {
     pack_x<K>(v, xw, 1.f);
   }
+}
+
+// acc += this lane's share of W x over chunk c of the MT tiles (wv[mt][0 / 1]: its pieces of
+// rows g and g + 8; xw, tok_scale: its activations as round_x makes them, the chunk's products
+// scaled back in float for native FP8), block scales per chunk.
+template <MatvecMmaKind K, int MT>
+__device__ __forceinline__ void chunk_accumulate_words(float (&acc)[MT][4], const uint4 (&wv)[MT][2],
+                                                       const uint32_t (&xw)[kXWords<K>], const float (&tok_scale)[2],
+                                                       int c, const MvArgs& a, const float* const (&tile_scales)[MT]) {
+  constexpr bool kNative = K == MatvecMmaKind::kFp8Native;
+  constexpr bool kFp8 = KindOf<K>::kElems == 16;
   if (kNative || (kFp8 && a.chunk_scales)) {
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
@@ -277,6 +291,30 @@ __device__ __forceinline__ void chunk_accumulate(float (&acc)[MT][4], const uint
     for (int mt = 0; mt < MT; ++mt) chunk_mma<K>(acc[mt], wv[mt][0], wv[mt][1], xw);
   }
 }
+
+// The same from the lane's E floats v (rounded here).
+template <MatvecMmaKind K, int MT>
+__device__ __forceinline__ void chunk_accumulate(float (&acc)[MT][4], const uint4 (&wv)[MT][2], const float* v,
+                                                 int c, int p, const MvArgs& a,
+                                                 const float* const (&tile_scales)[MT]) {
+  uint32_t xw[kXWords<K>];
+  float tok_scale[2];
+  round_x<K>(v, p, xw, tok_scale);
+  chunk_accumulate_words<K, MT>(acc, wv, xw, tok_scale, c, a, tile_scales);
+}
+
+// The lane's activations of one chunk between their load and their use in the streaming kernel:
+// floats, rounded in registers, or staged (launch_stage_act_mma) the words themselves, and for
+// native FP8 the chunk's scales of tokens 2p, 2p + 1.
+template <MatvecMmaKind K, bool kStaged>
+struct XBuf {
+  float v[KindOf<K>::kElems];
+};
+template <MatvecMmaKind K>
+struct XBuf<K, true> {
+  uint32_t w[kXWords<K>];
+  float s[2];
+};
 
 // The block-scale row of each of the MT tiles from row0 (tiles never straddle a row block:
 // block_rows % 16 == 0); null for F16/BF16.
@@ -414,66 +452,75 @@ __global__ void __launch_bounds__(W * 32) matvec_mma_kernel(MvArgs a) {
 // choice): qwen2-7b FP8 weight-only tg128 339.7 / 339.8 tok/s against 312.8 / 312.2 with the
 // classic kernel, native 286.8 / 286.4 against 262.3 / 262.3 (same run).
 // L2F: the weight copies' L2 prefetch-size hint in bytes (0: none; see launch_stream_cfg).
-template <MatvecMmaKind K, int MT, int W, int D, int L2F>
-__global__ void __launch_bounds__(W * 32) matvec_mma_stream_kernel(MvArgs a, int64_t n_units) {
+// kStaged (FP8 kinds): the activations come staged (a.xs, a.xsc: launch_stage_act_mma) as the
+// words chunk_mma multiplies, instead of floats that every CTA rounds again for every chunk
+// (see matvec_mma_stages). Chunk and unit indices are 32-bit (the launcher checks n_units x
+// n_chunks), the cursor keeps its unit's chunk end, and the chunk loop is unrolled by two so that
+// the activations read one chunk ahead alternate between two buffers instead of being moved:
+// ~120 instructions a chunk on the weight-only path instead of ~190, qwen2-7b FP8 weight-only
+// tg128 380.1 / 379.9 tok/s against 372.1 / 370.8 (H200, session 24, same run).
+template <MatvecMmaKind K, int MT, int W, int D, int L2F, bool kStaged>
+__global__ void __launch_bounds__(W * 32) matvec_mma_stream_kernel(MvArgs a, int n_units) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   extern __shared__ uint4 ring[];  // [D][2 MT][W * 32]: thread-private slots, conflict-free
   constexpr int S = 2 * MT;
   constexpr int T = W * 32;
   constexpr int E = KindOf<K>::kElems;
+  constexpr bool kNative = K == MatvecMmaKind::kFp8Native;
   pdl_trigger();
   const int tid = static_cast<int>(threadIdx.x);
   const int lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, p = lane & 3;
-  const int64_t n_chunks = (a.n_pieces + kChunkPieces - 1) / kChunkPieces;
+  const int n_chunks = a.n_chunks;
+  const int n_pieces = static_cast<int>(a.n_pieces);
   // This CTA's work: the (unit, chunk) pairs f0 <= unit * n_chunks + chunk < f1, i.e. chunks
   // [lo(u), hi(u)) of units u0 <= u < u1: whole units (an equal share of them), or with
   // stream_k an equal share of all chunks, so that a unit may be split between two CTAs (or more,
   // when there are fewer units than CTAs) whose sums are then added atomically.
-  const int64_t G = gridDim.x, b = blockIdx.x;
-  const int64_t f0 = a.stream_k ? b * (n_units * n_chunks) / G : b * n_units / G * n_chunks;
-  const int64_t f1 = a.stream_k ? (b + 1) * (n_units * n_chunks) / G : (b + 1) * n_units / G * n_chunks;
-  const int64_t u0 = f0 / n_chunks, u1 = (f1 + n_chunks - 1) / n_chunks;
-  auto lo = [&](int64_t u) { return f0 > u * n_chunks ? f0 - u * n_chunks : int64_t{0}; };
-  auto hi = [&](int64_t u) { return f1 < (u + 1) * n_chunks ? f1 - u * n_chunks : n_chunks; };
-  // Copy cursor (unit, chunk) of the next chunk this warp loads: the warps take each unit's
-  // chunks round-robin from lo(u); a warp with none left in a unit moves to the next. cp_row: the
-  // lane's row starts (rows g, g + 8 of each tile) in the cursor's unit, found when it enters one,
-  // so that a copy is a pointer and an offset (the copies are on every iteration's issue path;
-  // qwen2-7b FP8 weight-only tg128 372.7 / 373.4 tok/s against 365.6 / 367.2 with the row
-  // arithmetic at every copy, same H200 run, session 23).
-  int64_t cp_unit = u0, cp_c = lo(u0) + warp;
+  const int64_t G = gridDim.x, b = blockIdx.x, total = int64_t{n_units} * n_chunks;
+  const int f0 = static_cast<int>(a.stream_k ? b * total / G : b * n_units / G * n_chunks);
+  const int f1 = static_cast<int>(a.stream_k ? (b + 1) * total / G : (b + 1) * n_units / G * n_chunks);
+  const int u0 = f0 / n_chunks, u1 = (f1 + n_chunks - 1) / n_chunks;
+  auto lo = [&](int u) { return max(f0 - u * n_chunks, 0); };
+  auto hi = [&](int u) { return min(f1 - u * n_chunks, n_chunks); };
+  // Copy cursor (unit, chunk) of the next chunk this warp loads, and that unit's chunk end: the
+  // warps take each unit's chunks round-robin from lo(u); a warp with none left in a unit moves
+  // to the next. cp_row: the lane's row starts (rows g, g + 8 of each tile) in the cursor's unit,
+  // found when it enters one, so that a copy is a pointer and an offset (the copies are on every
+  // iteration's issue path; qwen2-7b FP8 weight-only tg128 372.7 / 373.4 tok/s against 365.6 /
+  // 367.2 with the row arithmetic at every copy, same H200 run, session 23).
+  int cp_unit = u0, cp_c = lo(u0) + warp, cp_hi = hi(u0);
+  const unsigned ring_s = static_cast<unsigned>(__cvta_generic_to_shared(ring + tid));  // the thread's slot 0
   const uint8_t* cp_row[MT][2];
   auto enter_unit = [&] {
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        int64_t r = cp_unit * (16 * MT) + 16 * mt + g + 8 * h;
+        int64_t r = int64_t{cp_unit} * (16 * MT) + 16 * mt + g + 8 * h;
         if (r >= a.n_rows) r = a.n_rows - 1;  // past the end: loaded, never stored
         cp_row[mt][h] = a.w + r * a.row_bytes + p * 16;
       }
   };
   auto settle = [&] {
-    bool moved = false;
-    while (cp_unit < u1 && cp_c >= hi(cp_unit)) {
+    while (cp_unit < u1 && cp_c >= cp_hi) {
       ++cp_unit;
       cp_c = lo(cp_unit) + warp;
-      moved = true;
+      cp_hi = hi(cp_unit);
+      if (cp_unit < u1 && cp_c < cp_hi) enter_unit();
     }
-    if (moved && cp_unit < u1) enter_unit();
   };
-  if (cp_unit < u1) enter_unit();
+  if (cp_unit < u1 && cp_c < cp_hi) enter_unit();
   settle();
   auto copy_next = [&](int slot) {
     if (cp_unit < u1) {
-      const bool ok = cp_c * kChunkPieces + p < a.n_pieces;
-      const int64_t off = ok ? cp_c * 64 : -p * 16;  // past the row's pieces: its start, zero-filled
+      const bool ok = cp_c * kChunkPieces + p < n_pieces;
+      const int off = ok ? cp_c * 64 : -p * 16;  // past the row's pieces: its start, zero-filled
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
         for (int h = 0; h < 2; ++h)
-          detail::cp_async16_l2<L2F>(&ring[(slot * S + 2 * mt + h) * T + tid], cp_row[mt][h] + off, ok ? 16 : 0);
+          detail::cp_async16_l2<L2F>(ring_s + (slot * S + 2 * mt + h) * (T * 16), cp_row[mt][h] + off, ok ? 16 : 0);
       cp_c += W;
       settle();
     }
@@ -486,12 +533,19 @@ __global__ void __launch_bounds__(W * 32) matvec_mma_stream_kernel(MvArgs a, int
     for (int64_t i = b * T + tid; i < a.zero_n; i += G * T) a.zero[i] = 0.f;
   const bool has_x = g < a.n;
   const float* xrow = a.x + (has_x ? g : 0) * a.ldx + p * E;
+  // Staged: token g's chunk row (tokens past n read token n - 1's: their sums are never stored);
+  // lane p's 16 values are 32 bytes (F16) or 16 (E4M3) at 64 columns a chunk, its tokens' scales
+  // (native) a float2 at 8 a chunk. Read through pointers that step W chunks, up to W - 1 chunks
+  // past the unit's last (matvec_mma_stage_size pads the buffers for it).
+  constexpr int kXU = kNative ? 4 : 8;  // 16-byte units of a staged chunk
+  const uint4* xs_row = static_cast<const uint4*>(a.xs) + int64_t{min(g, a.n - 1)} * n_chunks * kXU + p * (kXU / 4);
+  const float2* sc_row = reinterpret_cast<const float2*>(a.xsc) + p;
   __shared__ float red[W][MT][4][32];
   int slot = 0;
-  for (int64_t unit = u0; unit < u1; ++unit) {
-    const int64_t c_lo = lo(unit), c_hi = hi(unit);
+  for (int unit = u0; unit < u1; ++unit) {
+    const int c_lo = lo(unit), c_hi = hi(unit);
     if (c_lo >= c_hi) continue;  // uniform across the CTA
-    const int64_t row0 = unit * (16 * MT);
+    const int64_t row0 = int64_t{unit} * (16 * MT);
     const float* tile_scales[MT];
     tile_scale_rows<K, MT>(a, row0, tile_scales);
     float acc[MT][4];
@@ -500,31 +554,55 @@ __global__ void __launch_bounds__(W * 32) matvec_mma_stream_kernel(MvArgs a, int
 #pragma unroll
       for (int j = 0; j < 4; ++j) acc[mt][j] = 0.f;
     // The lane's activations of chunk c, read one chunk ahead (x may come from L2: with the ring
-    // in shared memory, L1 is small).
-    auto load_x = [&](int64_t c, float (&v)[E]) {
-      if (has_x && c < c_hi && c * kChunkPieces + p < a.n_pieces) {
-        detail::load_as_float<float, E>(xrow + c * kChunkPieces * E, v);
+    // in shared memory, L1 is small); staged, the chunks c_lo + warp, + W, ... in turn.
+    const uint4* xp = xs_row + (c_lo + warp) * kXU;
+    const float2* sp = sc_row + (c_lo + warp) * 4;
+    auto load_x = [&](int c, XBuf<K, kStaged>& xb) {
+      if constexpr (kStaged) {
+        if constexpr (kNative) {
+          const uint4 q = __ldg(xp);
+          xb.w[0] = q.x, xb.w[1] = q.y, xb.w[2] = q.z, xb.w[3] = q.w;
+          const float2 sc = __ldg(sp);
+          xb.s[0] = sc.x, xb.s[1] = sc.y;
+          xp += W * kXU;
+          sp += W * 4;
+        } else {
+          const uint4 q0 = __ldg(xp), q1 = __ldg(xp + 1);
+          xp += W * kXU;
+          xb.w[0] = q0.x, xb.w[1] = q0.y, xb.w[2] = q0.z, xb.w[3] = q0.w;
+          xb.w[4] = q1.x, xb.w[5] = q1.y, xb.w[6] = q1.z, xb.w[7] = q1.w;
+          xb.s[0] = xb.s[1] = 1.f;
+        }
+      } else if (has_x && c < c_hi && c * kChunkPieces + p < n_pieces) {
+        detail::load_as_float<float, E>(xrow + int64_t{c} * (kChunkPieces * E), xb.v);
       } else {
 #pragma unroll
-        for (int i = 0; i < E; ++i) v[i] = 0.f;
+        for (int i = 0; i < E; ++i) xb.v[i] = 0.f;
       }
     };
-    float vnext[E];
-    load_x(c_lo + warp, vnext);
-    for (int64_t c = c_lo + warp; c < c_hi; c += W) {
-      float v[E];
-#pragma unroll
-      for (int i = 0; i < E; ++i) v[i] = vnext[i];
-      load_x(c + W, vnext);
+    auto step = [&](int c, const XBuf<K, kStaged>& xb) {
       detail::cp_async_wait<D - 2>();  // this chunk's group has landed (D - 2 newer ones may not)
       uint4 wv[MT][2];
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-        for (int h = 0; h < 2; ++h) wv[mt][h] = ring[(slot * S + 2 * mt + h) * T + tid];
+        for (int h = 0; h < 2; ++h) wv[mt][h] = detail::lds128(ring_s + (slot * S + 2 * mt + h) * (T * 16));
       copy_next(slot == 0 ? D - 1 : slot - 1);  // the slot read last iteration
       slot = slot == D - 1 ? 0 : slot + 1;
-      chunk_accumulate<K, MT>(acc, wv, v, c, p, a, tile_scales);
+      if constexpr (kStaged) chunk_accumulate_words<K, MT>(acc, wv, xb.w, xb.s, c, a, tile_scales);
+      else chunk_accumulate<K, MT>(acc, wv, xb.v, c, p, a, tile_scales);
+    };
+    XBuf<K, kStaged> xa, xb;
+    int c = c_lo + warp;
+    load_x(c, xa);
+    while (c < c_hi) {
+      load_x(c + W, xb);
+      step(c, xa);
+      c += W;
+      if (c >= c_hi) break;
+      load_x(c + W, xa);
+      step(c, xb);
+      c += W;
     }
     // Sum the warps of this unit (the ring keeps loading the next unit meanwhile).
     store_unit<K, MT, W>(acc, red, row0, a, c_lo > 0 || c_hi < n_chunks);
@@ -579,74 +657,78 @@ double wave_fill(const MvArgs& a) {
 
 // The streaming kernel with D ring slots: grid = its resident CTAs (occupancy x SMs, found once
 // per instance and device), at most one per unit.
-template <MatvecMmaKind K, int MT, int W, int D, int L2F>
+template <MatvecMmaKind K, int MT, int W, int D, int L2F, bool kStaged>
 void launch_stream_hinted(const MvArgs& a, bool pdl, cudaStream_t s) {
   constexpr size_t kSmem = size_t{D} * 2 * MT * W * 32 * 16;
-  const auto kernel = matvec_mma_stream_kernel<K, MT, W, D, L2F>;
+  const auto kernel = matvec_mma_stream_kernel<K, MT, W, D, L2F, kStaged>;
   const int per_sm = detail::opt_in_ctas_per_sm(reinterpret_cast<const void*>(kernel), W * 32, kSmem);
   const int64_t units = (a.n_rows + 16 * MT - 1) / (16 * MT);
+  DUET_CHECK_MSG(units * a.n_chunks < (int64_t{1} << 31), "matvec_mma: %lld rows x %d chunks beyond 32-bit indices",
+                 static_cast<long long>(a.n_rows), a.n_chunks);
   const int64_t slots = int64_t{per_sm} * detail::current_sm_count();
   const int64_t grid = a.stream_k ? slots : std::min<int64_t>(units, slots);
-  detail::launch_maybe_pdl(kernel, dim3(static_cast<unsigned>(grid)), dim3(W * 32), kSmem, s, pdl, a, units);
+  detail::launch_maybe_pdl(kernel, dim3(static_cast<unsigned>(grid)), dim3(W * 32), kSmem, s, pdl, a,
+                           static_cast<int>(units));
 }
 
 // The weight copies' L2 prefetch-size hint (cp.async .L2::NB), so that a row's neighbouring
 // chunks, which the CTA's other warps copy next, may come in one DRAM request: 128 bytes for FP8
 // weight-only (measured on the H200, qwen2-7b FP8 weight-only, five calls of session 23: tg128
 // 361.8-367.2 tok/s against 357.0-361.1 without, +1.5-2.1% in each call; the 8-sequence step
-// 3.208-3.244 ms against 3.326-3.378; 256 bytes 364.1-364.9), none for native FP8 (128: 300.5
-// against 301.1-302.1; 256: 303.9 against 302.8) and the 16-bit kinds (not measured).
-// DUET_MATVEC_L2PF=0|64|128|256 (benchmark knob, read at each launch) overrides it.
-template <MatvecMmaKind K, int MT, int W, int D>
+// 3.208-3.244 ms against 3.326-3.378; 256 bytes 364.1-364.9) and for native FP8 from staged
+// activations (session 24: 370.6 / 370.0 against 358.3 / 358.2 without, 256 bytes 369.9 /
+// 369.5; with its activations rounded in the kernel the hint had been neutral, 300.5 against
+// 301.1-302.1), none for the 16-bit kinds (not measured). DUET_MATVEC_L2PF=0|128|256 (benchmark
+// knob, read at each launch) overrides it.
+template <MatvecMmaKind K, int MT, int W, int D, bool kStaged>
 void launch_stream_cfg(const MvArgs& a, bool pdl, cudaStream_t s) {
   int hint = env_int("DUET_MATVEC_L2PF", 0, 256);
-  if (hint < 0) hint = K == MatvecMmaKind::kFp8Hw || K == MatvecMmaKind::kFp8Soft ? 128 : 0;
+  if (hint < 0)
+    hint = K == MatvecMmaKind::kFp8Hw || K == MatvecMmaKind::kFp8Soft || (K == MatvecMmaKind::kFp8Native && kStaged)
+               ? 128
+               : 0;
   switch (hint) {
-    case 64: return launch_stream_hinted<K, MT, W, D, 64>(a, pdl, s);
-    case 128: return launch_stream_hinted<K, MT, W, D, 128>(a, pdl, s);
-    case 256: return launch_stream_hinted<K, MT, W, D, 256>(a, pdl, s);
-    default: return launch_stream_hinted<K, MT, W, D, 0>(a, pdl, s);
+    case 128: return launch_stream_hinted<K, MT, W, D, 128, kStaged>(a, pdl, s);
+    case 256: return launch_stream_hinted<K, MT, W, D, 256, kStaged>(a, pdl, s);
+    default: return launch_stream_hinted<K, MT, W, D, 0, kStaged>(a, pdl, s);
   }
 }
 
-// (warps per CTA, ring slots) by DUET_MATVEC_STREAM_CFG=0..4 (benchmark knob; the slots halve at
-// MT 2, so that the ring's bytes stay the same): 0 (8, 8), 1 (4, 16), 2 (8, 12), 3 (16, 6), 4 (8, 4).
-// Unset, the launcher's choice from the H200 sweep (2026-11-30, n = 1, % of 4.3 TB/s against the
-// classic kernel's): two tiles per unit everywhere; 16 warps and 3 slots (cfg 3) for matrices of
-// fewer than two units an SM and for F16/BF16 (FP8 weight-only 3584 x 3584 52.9 against 47.6,
-// 3584 x 18944 75.0 against 61.5; BF16 at n = 2 72-95% against 58-87%), 8 warps and 4 slots
-// (cfg 4) for the taller FP8 matrices (18944 x 3584 74.5 against 65.5, 152064 x 3584 90.1 against
-// 88.9; 16 warps there: 63.6 and 70.0). With stream-K (accumulating launches) the short FP8
-// matrices take cfg 4 too: whole units had left 16-warp CTAs the better fit for a grid of one unit
-// a CTA, which stream-K no longer has (qwen2-7b FP8 weight-only one-token step 2.788-2.798 ms
-// with cfg 4 everywhere against 2.816-2.825 with cfg 3 for them, same run, perf.md session 21).
-template <MatvecMmaKind K, int MT>
-void launch_stream_mt(const MvArgs& a, int cfg, bool pdl, cudaStream_t s) {
-  switch (cfg) {
-    case 0: return launch_stream_cfg<K, MT, 8, 8 / MT>(a, pdl, s);
-    case 1: return launch_stream_cfg<K, MT, 4, 16 / MT>(a, pdl, s);
-    case 2: return launch_stream_cfg<K, MT, 8, 12 / MT>(a, pdl, s);
-    case 3: return launch_stream_cfg<K, MT, 16, 6 / MT>(a, pdl, s);
-    default: return launch_stream_cfg<K, MT, 8, 4>(a, pdl, s);
-  }
-}
-
-template <MatvecMmaKind K>
+// (warps per CTA, ring slots): 16 warps and 3 slots for matrices of fewer than two units an SM
+// (without stream-K) and for F16/BF16, else 8 warps and 4 slots; DUET_MATVEC_STREAM_CFG=3|4
+// (benchmark knob) forces one (at one tile a unit the slots double, so that the ring's bytes stay
+// the same). From the H200 sweep (2026-11-30, n = 1, % of 4.3 TB/s against the classic kernel's,
+// with three more configurations since dropped: 8 warps and 8 or 12 slots, 4 warps and 16):
+// two tiles per unit everywhere; 16 warps and 3 slots for the short matrices and for F16/BF16
+// (FP8 weight-only 3584 x 3584 52.9 against 47.6, 3584 x 18944 75.0 against 61.5; BF16 at n = 2
+// 72-95% against 58-87%), 8 warps and 4 slots for the taller FP8 matrices (18944 x 3584 74.5
+// against 65.5, 152064 x 3584 90.1 against 88.9; 16 warps there: 63.6 and 70.0). With stream-K
+// (accumulating launches) the short FP8 matrices take 8 warps too: whole units had left 16-warp
+// CTAs the better fit for a grid of one unit a CTA, which stream-K no longer has (qwen2-7b FP8
+// weight-only one-token step 2.788-2.798 ms with 8 warps everywhere against 2.816-2.825 with 16
+// for them, same run, perf.md session 21). Staged launches take two tiles.
+template <MatvecMmaKind K, bool kStaged>
 void launch_kind(const MvArgs& a, bool pdl, cudaStream_t s) {
-  if (matvec_mma_zeroes()) {  // the streaming kernel
-    int mt = 2;
-    if (const int f = env_int("DUET_MATVEC_MMA_MT", 1, 2); f > 0) mt = f;
-    int cfg = env_int("DUET_MATVEC_STREAM_CFG", 0, 4);
-    if (cfg < 0) {
-      const bool short_matrix = (a.n_rows + 31) / 32 < 2 * static_cast<int64_t>(detail::current_sm_count());
-      cfg = (short_matrix && !a.stream_k) || K == MatvecMmaKind::kF16 || K == MatvecMmaKind::kBf16 ? 3 : 4;
-    }
-    if (mt == 2) launch_stream_mt<K, 2>(a, cfg, pdl, s);
-    else launch_stream_mt<K, 1>(a, cfg, pdl, s);
-    return;
+  int cfg = env_int("DUET_MATVEC_STREAM_CFG", 3, 4);
+  if (cfg < 0) {
+    const bool short_matrix = (a.n_rows + 31) / 32 < 2 * static_cast<int64_t>(detail::current_sm_count());
+    cfg = (short_matrix && !a.stream_k) || K == MatvecMmaKind::kF16 || K == MatvecMmaKind::kBf16 ? 3 : 4;
   }
-  // Two tiles per CTA (activation fragments shared by 32 rows) unless one tile per CTA fills the
-  // last wave of CTAs clearly better (the 3584-4608-row matrices of 7B models).
+  int mt = 2;
+  if (const int f = env_int("DUET_MATVEC_MMA_MT", 1, 2); f > 0 && !kStaged) mt = f;
+  if (mt == 2) {
+    if (cfg == 3) launch_stream_cfg<K, 2, 16, 3, kStaged>(a, pdl, s);
+    else launch_stream_cfg<K, 2, 8, 4, kStaged>(a, pdl, s);
+  } else if constexpr (!kStaged) {
+    if (cfg == 3) launch_stream_cfg<K, 1, 16, 6, false>(a, pdl, s);
+    else launch_stream_cfg<K, 1, 8, 8, false>(a, pdl, s);
+  }
+}
+
+// The classic kernel: two tiles per CTA (activation fragments shared by 32 rows) unless one tile
+// per CTA fills the last wave of CTAs clearly better (the 3584-4608-row matrices of 7B models).
+template <MatvecMmaKind K>
+void launch_classic(const MvArgs& a, bool pdl, cudaStream_t s) {
   int mt = wave_fill<K, 1>(a) > wave_fill<K, 2>(a) + 0.1 ? 1 : 2;
   if (const int f = env_int("DUET_MATVEC_MMA_MT", 1, 2); f > 0) mt = f;
   const int cfg = env_int("DUET_MATVEC_MMA_CFG", 0, 3);
@@ -663,7 +745,95 @@ bool stream_k_enabled() {
   return on;
 }
 
+// launch_stage_act_mma: 16 threads per (token, 64-column chunk), four consecutive values each
+// (valid is a multiple of 16, so a thread's four are all in x or all past it, where they are
+// zero). Weight-only: the values as F16 in chunk_mma's pairing (pack_x's); native: the chunk's
+// amax over its 16 threads (shuffles within the half-warp: whole half-warps share a chunk), the
+// values times 448 / amax as E4M3 (saturating) and the scale amax / 448 (0 for an all-zero
+// chunk), exactly as round_x.
+template <MatvecMmaKind K>
+__global__ void stage_act_mma_kernel(const float* __restrict__ x, int64_t ldx, int n, int valid, int n_chunks,
+                                     void* __restrict__ xs, float* __restrict__ xsc, bool pdl) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if (pdl) {
+    pdl_trigger();
+    pdl_wait();
+  }
+  const int q = static_cast<int>((blockIdx.x * blockDim.x + threadIdx.x) >> 4);  // token * n_chunks + chunk
+  if (q >= n * n_chunks) return;
+  const int j = static_cast<int>(threadIdx.x & 15);
+  const int t = q / n_chunks, c = q - t * n_chunks, col = 64 * c + 4 * j;
+  float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+  if (col < valid) v = *reinterpret_cast<const float4*>(x + t * ldx + col);
+  if constexpr (K == MatvecMmaKind::kFp8Native) {
+    const unsigned mask = 0xffffu << (threadIdx.x & 16);
+    float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+#pragma unroll
+    for (int o = 1; o < 16; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(mask, amax, o));
+    const float inv = amax > 0.f ? 448.f / amax : 0.f;
+    static_cast<uint32_t*>(xs)[q * 16 + j] = pack_e4m3x4(v.x * inv, v.y * inv, v.z * inv, v.w * inv);
+    if (j == 0) xsc[c * 8 + t] = amax / 448.f;
+  } else if constexpr (K == MatvecMmaKind::kFp8Hw) {
+    static_cast<uint2*>(xs)[q * 16 + j] = make_uint2(pack_h2(v.x, v.y), pack_h2(v.z, v.w));
+  } else {  // kFp8Soft: halves (0, 2), (1, 3)
+    static_cast<uint2*>(xs)[q * 16 + j] = make_uint2(pack_h2(v.x, v.z), pack_h2(v.y, v.w));
+  }
+#else
+  __trap();
+#endif
+}
+
 }  // namespace
+
+// Native FP8 always (its in-kernel rounding is an amax, shuffles and four packs a chunk); weight-only
+// from two tokens on. qwen2-7b on the H200 (session 24, two rounds, tg128 tok/s / x8 step ms):
+// native staged 358.3 / 358.2 (x8 3.168 / 3.171) against 349.0 / 350.2 with the first staging
+// form, 301.8-301.9 rounding in the kernel; weight-only at one token staged 370.6 / 370.5
+// against 380.1 / 379.9 (the staging launch costs what it saves), at eight 2.991 / 2.992 ms
+// against 3.161 / 3.163. DUET_MATVEC_STAGE=0 never stages, =1 always (A/B knob).
+bool matvec_mma_stages(MatvecMmaKind kind, int n) {
+  if (kind != MatvecMmaKind::kFp8Hw && kind != MatvecMmaKind::kFp8Soft && kind != MatvecMmaKind::kFp8Native)
+    return false;
+  if (!matvec_mma_zeroes()) return false;
+  const int knob = env_int("DUET_MATVEC_STAGE", 0, 1);
+  if (knob >= 0) return knob == 1;
+  return kind == MatvecMmaKind::kFp8Native || n >= 2;
+}
+
+// kMaxStreamWarps chunks of padding: the streaming kernel reads up to W - 1 chunks past the last.
+MatvecMmaStage matvec_mma_stage_size(int n, int64_t n_cols) {
+  constexpr int64_t kMaxStreamWarps = 16;
+  const int64_t n_chunks = (n_cols + 63) / 64;
+  return {static_cast<size_t>(n * n_chunks + kMaxStreamWarps) * 128,
+          static_cast<size_t>(n_chunks + kMaxStreamWarps) * 8};
+}
+
+void launch_stage_act_mma(const DeviceMatrix& w, MatvecMmaKind kind, const float* x, int64_t ldx, int n, void* xs,
+                          float* xsc, bool pdl, cudaStream_t s) {
+  const int64_t n_pieces = static_cast<int64_t>(w.row_bytes / 16), n_chunks = (n_pieces + 3) / 4;
+  DUET_CHECK(n >= 1 && n <= 8 && w.dtype == DType::kF8_E4M3 && n_chunks * 64 < (int64_t{1} << 31) &&
+             ldx % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(xs) % 16 == 0);
+  const int threads = 128;
+  const unsigned grid = static_cast<unsigned>((n * n_chunks * 16 + threads - 1) / threads);
+  const int valid = static_cast<int>(n_pieces * 16), nc = static_cast<int>(n_chunks);
+  switch (kind) {
+    case MatvecMmaKind::kFp8Hw:
+      detail::launch_maybe_pdl(stage_act_mma_kernel<MatvecMmaKind::kFp8Hw>, dim3(grid), dim3(threads), 0, s, pdl, x,
+                               ldx, n, valid, nc, xs, xsc, pdl);
+      break;
+    case MatvecMmaKind::kFp8Soft:
+      detail::launch_maybe_pdl(stage_act_mma_kernel<MatvecMmaKind::kFp8Soft>, dim3(grid), dim3(threads), 0, s, pdl, x,
+                               ldx, n, valid, nc, xs, xsc, pdl);
+      break;
+    case MatvecMmaKind::kFp8Native:
+      DUET_CHECK(xsc != nullptr);
+      detail::launch_maybe_pdl(stage_act_mma_kernel<MatvecMmaKind::kFp8Native>, dim3(grid), dim3(threads), 0, s, pdl,
+                               x, ldx, n, valid, nc, xs, xsc, pdl);
+      break;
+    default: DUET_CHECK_MSG(false, "launch_stage_act_mma: an FP8 kind only");
+  }
+  DUET_CUDA_CHECK_LAUNCH();
+}
 
 bool matvec_mma_fits(const DeviceMatrix& w, MatvecMmaKind kind) {
   if (w.row_bytes % 16 != 0 || w.n_rows < 1) return false;
@@ -680,16 +850,16 @@ bool matvec_mma_fits(const DeviceMatrix& w, MatvecMmaKind kind) {
 
 bool matvec_mma_zeroes() { return env_int("DUET_MATVEC_STREAM", 0, 1) != 0; }
 
-void launch_matvec_mma(const DeviceMatrix& w, MatvecMmaKind kind, const float* x, int64_t ldx, int n, float* y,
-                       int64_t ldy, bool accumulate, bool pdl, cudaStream_t s, float* zero, int64_t zero_n) {
-  DUET_CHECK(n >= 1 && n <= 8 && matvec_mma_fits(w, kind) && ldx % 4 == 0 &&
-             reinterpret_cast<uintptr_t>(x) % 16 == 0);
-  DUET_CHECK(zero_n == 0 || (zero != nullptr && matvec_mma_zeroes()));
+namespace {
+
+MvArgs make_args(const DeviceMatrix& w, MatvecMmaKind kind, const float* x, int64_t ldx, int n, float* y,
+                 int64_t ldy, bool accumulate, float* zero, int64_t zero_n) {
   MvArgs a{};
   a.w = static_cast<const uint8_t*>(w.data);
   a.n_rows = w.n_rows;
   a.row_bytes = static_cast<int64_t>(w.row_bytes);
   a.n_pieces = a.row_bytes / 16;
+  a.n_chunks = static_cast<int>((a.n_pieces + kChunkPieces - 1) / kChunkPieces);
   a.x = x;
   a.ldx = ldx;
   a.n = n;
@@ -708,12 +878,54 @@ void launch_matvec_mma(const DeviceMatrix& w, MatvecMmaKind kind, const float* x
     a.chunk_scales = w.fp8_block_cols < w.n_cols;
     if (kind == MatvecMmaKind::kFp8Soft) a.unscale = quant::kFp8Unscale;
   }
+  return a;
+}
+
+}  // namespace
+
+void launch_matvec_mma(const DeviceMatrix& w, MatvecMmaKind kind, const float* x, int64_t ldx, int n, float* y,
+                       int64_t ldy, bool accumulate, bool pdl, cudaStream_t s, float* zero, int64_t zero_n) {
+  DUET_CHECK(n >= 1 && n <= 8 && matvec_mma_fits(w, kind) && ldx % 4 == 0 &&
+             reinterpret_cast<uintptr_t>(x) % 16 == 0);
+  DUET_CHECK(zero_n == 0 || (zero != nullptr && matvec_mma_zeroes()));
+  const MvArgs a = make_args(w, kind, x, ldx, n, y, ldy, accumulate, zero, zero_n);
+  const bool stream = matvec_mma_zeroes();
   switch (kind) {
-    case MatvecMmaKind::kF16: launch_kind<MatvecMmaKind::kF16>(a, pdl, s); break;
-    case MatvecMmaKind::kBf16: launch_kind<MatvecMmaKind::kBf16>(a, pdl, s); break;
-    case MatvecMmaKind::kFp8Soft: launch_kind<MatvecMmaKind::kFp8Soft>(a, pdl, s); break;
-    case MatvecMmaKind::kFp8Hw: launch_kind<MatvecMmaKind::kFp8Hw>(a, pdl, s); break;
-    case MatvecMmaKind::kFp8Native: launch_kind<MatvecMmaKind::kFp8Native>(a, pdl, s); break;
+    case MatvecMmaKind::kF16:
+      stream ? launch_kind<MatvecMmaKind::kF16, false>(a, pdl, s) : launch_classic<MatvecMmaKind::kF16>(a, pdl, s);
+      break;
+    case MatvecMmaKind::kBf16:
+      stream ? launch_kind<MatvecMmaKind::kBf16, false>(a, pdl, s) : launch_classic<MatvecMmaKind::kBf16>(a, pdl, s);
+      break;
+    case MatvecMmaKind::kFp8Soft:
+      stream ? launch_kind<MatvecMmaKind::kFp8Soft, false>(a, pdl, s)
+             : launch_classic<MatvecMmaKind::kFp8Soft>(a, pdl, s);
+      break;
+    case MatvecMmaKind::kFp8Hw:
+      stream ? launch_kind<MatvecMmaKind::kFp8Hw, false>(a, pdl, s) : launch_classic<MatvecMmaKind::kFp8Hw>(a, pdl, s);
+      break;
+    case MatvecMmaKind::kFp8Native:
+      stream ? launch_kind<MatvecMmaKind::kFp8Native, false>(a, pdl, s)
+             : launch_classic<MatvecMmaKind::kFp8Native>(a, pdl, s);
+      break;
+  }
+  DUET_CUDA_CHECK_LAUNCH();
+}
+
+void launch_matvec_mma_staged(const DeviceMatrix& w, MatvecMmaKind kind, const void* xs, const float* xsc, int n,
+                              float* y, int64_t ldy, bool accumulate, bool pdl, cudaStream_t s, float* zero,
+                              int64_t zero_n) {
+  DUET_CHECK(n >= 1 && n <= 8 && matvec_mma_fits(w, kind) && matvec_mma_zeroes() &&
+             reinterpret_cast<uintptr_t>(xs) % 16 == 0 && (kind != MatvecMmaKind::kFp8Native || xsc != nullptr));
+  DUET_CHECK(zero_n == 0 || zero != nullptr);
+  MvArgs a = make_args(w, kind, nullptr, 0, n, y, ldy, accumulate, zero, zero_n);
+  a.xs = xs;
+  a.xsc = xsc;
+  switch (kind) {
+    case MatvecMmaKind::kFp8Soft: launch_kind<MatvecMmaKind::kFp8Soft, true>(a, pdl, s); break;
+    case MatvecMmaKind::kFp8Hw: launch_kind<MatvecMmaKind::kFp8Hw, true>(a, pdl, s); break;
+    case MatvecMmaKind::kFp8Native: launch_kind<MatvecMmaKind::kFp8Native, true>(a, pdl, s); break;
+    default: DUET_CHECK_MSG(false, "launch_matvec_mma_staged: an FP8 kind only");
   }
   DUET_CUDA_CHECK_LAUNCH();
 }

@@ -5,6 +5,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/cuda/device_matrix.h"
@@ -37,5 +38,25 @@ void launch_matvec_mma(const DeviceMatrix& w, MatvecMmaKind kind, const float* x
                        int64_t zero_n = 0);
 // Whether launch_matvec_mma takes a zero side job (the streaming kernel runs: DUET_MATVEC_STREAM).
 bool matvec_mma_zeroes();
+
+// FP8 decode products with their activations staged once per product, in the words the kernel
+// multiplies (F16 pairs for weight-only, E4M3 with a scale per token and 64 columns for native),
+// instead of rounded again by every CTA for every chunk it multiplies: launch_stage_act_mma
+// writes them from x (as launch_matvec_mma reads it) into xs (and xsc, native), sized by
+// matvec_mma_stage_size; launch_matvec_mma_staged is launch_matvec_mma from them, bit-identical
+// to it (same rounding, same sums). matvec_mma_stages(kind, n): whether MatmulContext stages a
+// product of n tokens (FP8 kinds on the streaming kernel: native always, weight-only from two
+// tokens on; DUET_MATVEC_STAGE=0|1, an A/B knob, never / always).
+bool matvec_mma_stages(MatvecMmaKind kind, int n);
+struct MatvecMmaStage {
+  size_t xs_bytes;     // for n tokens of n_cols columns
+  size_t xsc_floats;
+};
+MatvecMmaStage matvec_mma_stage_size(int n, int64_t n_cols);
+void launch_stage_act_mma(const DeviceMatrix& w, MatvecMmaKind kind, const float* x, int64_t ldx, int n, void* xs,
+                          float* xsc, bool pdl, cudaStream_t s);
+void launch_matvec_mma_staged(const DeviceMatrix& w, MatvecMmaKind kind, const void* xs, const float* xsc, int n,
+                              float* y, int64_t ldy, bool accumulate, bool pdl, cudaStream_t s, float* zero = nullptr,
+                              int64_t zero_n = 0);
 
 }  // namespace duet::cuda::kernels
