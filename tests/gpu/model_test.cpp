@@ -4,7 +4,9 @@
 // generic = what a V100 has). Models: the committed tiny models of every architecture (as
 // safetensors F32 and GGUF F16/Q8_0 conversions), and any files listed in
 // DUET_GPU_PARITY_MODELS (comma-separated; scripts/gpu-check.sh passes `duet synth` files of real
-// shapes in Q4_K_M, Q8_0, BF16 and FP8).
+// shapes in Q4_K_M, Q8_0, BF16 and FP8; FP8 files also with --fp8 weight-only on the native path,
+// whose tensor-core kernels an FP8 card would otherwise skip). stdout is line-buffered, so that a
+// run cut short by a time limit still shows the files it finished.
 //
 // Metric per logits row: relative RMS error |gpu - cpu|_2 / |cpu|_2. Bounds, by the weights'
 // main type (documented in docs/ARCHITECTURE.md):
@@ -28,6 +30,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -259,8 +262,8 @@ struct PathCase {
 
 // Runs the CPU and the CUDA backend on one file and compares the traces.
 void check_model(const std::string& file, const std::vector<int32_t>& toks, int n_prefill, const char* kernels,
-                 DType kv_dtype, uint32_t kv_block_size, int multi_steps) {
-  SCOPED_TRACE(file + " kernels=" + kernels);
+                 DType kv_dtype, uint32_t kv_block_size, int multi_steps, cuda::Fp8Mode fp8 = cuda::Fp8Mode::kAuto) {
+  SCOPED_TRACE(file + " kernels=" + kernels + (fp8 == cuda::Fp8Mode::kWeightOnly ? " fp8=weight-only" : ""));
   ASSERT_GT(cuda::device_count(), 0) << "no CUDA device";
   setenv("DUET_KERNELS", kernels, 1);
   auto wc = load_model_weights(file);
@@ -280,6 +283,7 @@ void check_model(const std::string& file, const std::vector<int32_t>& toks, int 
   co.max_context = 512;
   co.max_seqs = kWide;
   co.verbose = false;
+  co.fp8 = fp8;
   auto gpu = cuda::CudaModel::create(std::move(wg.value()), co);
   ASSERT_TRUE(gpu.is_ok()) << gpu.status().message();
   const double bound = bound_for(main, gpu.value()->fp8_mode() == cuda::Fp8Mode::kNative);
@@ -292,9 +296,10 @@ void check_model(const std::string& file, const std::vector<int32_t>& toks, int 
   compare_rows(b.decode, a.decode, vocab, bound, &dec, "decode");
   compare_rows(b.multi, a.multi, vocab, bound, &mul, "3 sequences");
   compare_rows(b.wide, a.wide, vocab, bound, &wid, std::to_string(kWide) + " sequences");
+  const bool fp8_wo = main == DType::kF8_E4M3 && gpu.value()->fp8_mode() == cuda::Fp8Mode::kWeightOnly;
   std::printf("[parity] %-60s %-7s %-6s kv %s/%u: rel RMS prefill %.2e decode %.2e multi %.2e wide %.2e (bound %.0e); "
               "top-1 %d/%d\n",
-              fs::path(file).filename().c_str(), kernels, std::string(dtype_name(main)).c_str(),
+              fs::path(file).filename().c_str(), kernels, (std::string(dtype_name(main)) + (fp8_wo ? "/wo" : "")).c_str(),
               std::string(dtype_name(kv_dtype)).c_str(), kv_block_size, pre.worst_rel_rms, dec.worst_rel_rms,
               mul.worst_rel_rms, wid.worst_rel_rms, bound, pre.top1_same + dec.top1_same + mul.top1_same + wid.top1_same,
               pre.top1_checked + dec.top1_checked + mul.top1_checked + wid.top1_checked);
@@ -378,6 +383,7 @@ INSTANTIATE_TEST_SUITE_P(Archs, TinyGpuParityLong, ::testing::Values("qwen2", "g
 
 // Files named in DUET_GPU_PARITY_MODELS: 64 prompt tokens, 16 decoded, 3 sequences x 8 steps.
 TEST(ListedGpuParity, MatchesCpu) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   const char* env = std::getenv("DUET_GPU_PARITY_MODELS");
   if (!env || !*env) GTEST_SKIP() << "DUET_GPU_PARITY_MODELS not set (scripts/gpu-check.sh sets it)";
   std::stringstream ss(env);
@@ -388,6 +394,9 @@ TEST(ListedGpuParity, MatchesCpu) {
     ASSERT_TRUE(w.is_ok()) << file << ": " << w.status().message();
     const auto toks = random_tokens(80, std::min<uint32_t>(w->hp.vocab_size, 32000), 7);
     for (const char* k : {"native", "generic"}) check_model(file, toks, 64, k, DType::kF16, 16, 8);
+    // FP8 files: also the weight-only path where the card would run them natively (the H200).
+    if (main_dtype(w.value()) == DType::kF8_E4M3)
+      check_model(file, toks, 64, "native", DType::kF16, 16, 8, cuda::Fp8Mode::kWeightOnly);
   }
 }
 
