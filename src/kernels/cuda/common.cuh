@@ -160,16 +160,9 @@ void launch_maybe_pdl(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t sm
 // cp.async (sm_80+: the callers are sm_80+ kernels): 16 bytes global -> shared, zero-filled past
 // src_bytes (0 or 16), bypassing L1; 4 bytes likewise through L1; commit / wait for all but
 // kPending of this thread's groups.
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(src_bytes)
-               : "memory");
-#endif
-}
-// The same with an L2 prefetch-size hint (kBytes 64, 128 or 256: the L2 may fetch that aligned
-// block around the source, sm_80+; 0: none), to a shared-memory address (__cvta_generic_to_shared)
-// or pointer.
+// cp_async16_l2: the same with an L2 prefetch-size hint (kBytes 64, 128 or 256: the L2 may fetch
+// that aligned block around the source, sm_80+; 0: none), to a shared-memory address
+// (__cvta_generic_to_shared) or pointer.
 template <int kBytes>
 __device__ __forceinline__ void cp_async16_l2(unsigned d, const void* src, int src_bytes) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -191,6 +184,9 @@ __device__ __forceinline__ void cp_async16_l2(void* dst, const void* src, int sr
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   cp_async16_l2<kBytes>(static_cast<unsigned>(__cvta_generic_to_shared(dst)), src, src_bytes);
 #endif
+}
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_bytes) {
+  cp_async16_l2<0>(dst, src, src_bytes);
 }
 // 16 bytes from a shared-memory address, ordered after the cp.async waits before it (volatile).
 __device__ __forceinline__ uint4 lds128(unsigned a) {

@@ -694,14 +694,15 @@ void MatmulContext::matmul(const DeviceMatrix& w, const float* x, int64_t ldx, i
         xr = m.xs.as<float>();
       }
       kernels::MatvecMmaKind kind;
-      if (m.mma_decode_kind(w, n_tokens, &kind) && kernels::matvec_mma_stages(kind, n_tokens)) {
+      if (!m.mma_decode_kind(w, n_tokens, &kind)) {
+        kernels::launch_matvec_float(w, xr, ldr, n_tokens, y, ldy, m.dev.use_fp8(), accumulate, pdl_ok, stream);
+      } else if (kernels::matvec_mma_stages(kind, n_tokens)) {
         kernels::launch_stage_act_mma(w, kind, xr, ldr, n_tokens, m.xe.data(), m.xes.as<float>(), pdl_ok, stream);
         kernels::launch_matvec_mma_staged(w, kind, m.xe.data(), m.xes.as<float>(), n_tokens, y, ldy, accumulate,
                                           pdl_ok, stream, zero, zero_n);
-      } else if (m.mma_decode_kind(w, n_tokens, &kind))
+      } else {
         kernels::launch_matvec_mma(w, kind, xr, ldr, n_tokens, y, ldy, accumulate, pdl_ok, stream, zero, zero_n);
-      else
-        kernels::launch_matvec_float(w, xr, ldr, n_tokens, y, ldy, m.dev.use_fp8(), accumulate, pdl_ok, stream);
+      }
     }
     return;
   }

@@ -64,6 +64,7 @@ using detail::pdl_trigger;
 using detail::pdl_wait;
 
 constexpr int kChunkPieces = 4;  // 16-byte pieces of a row per chunk (one per lane of a row's quad)
+constexpr int64_t kMaxStreamWarps = 16;  // the most warps of a streaming CTA that reads staged input
 
 struct MvArgs {
   const uint8_t* w;
@@ -659,6 +660,7 @@ double wave_fill(const MvArgs& a) {
 // per instance and device), at most one per unit.
 template <MatvecMmaKind K, int MT, int W, int D, int L2F, bool kStaged>
 void launch_stream_hinted(const MvArgs& a, bool pdl, cudaStream_t s) {
+  static_assert(!kStaged || W <= kMaxStreamWarps, "matvec_mma_stage_size pads the staged rows by kMaxStreamWarps chunks");
   constexpr size_t kSmem = size_t{D} * 2 * MT * W * 32 * 16;
   const auto kernel = matvec_mma_stream_kernel<K, MT, W, D, L2F, kStaged>;
   const int per_sm = detail::opt_in_ctas_per_sm(reinterpret_cast<const void*>(kernel), W * 32, kSmem);
@@ -783,6 +785,16 @@ __global__ void stage_act_mma_kernel(const float* __restrict__ x, int64_t ldx, i
 #endif
 }
 
+// 16 threads per (token, chunk), 128 a block.
+template <MatvecMmaKind K>
+void launch_stage(const float* x, int64_t ldx, int n, int valid, int n_chunks, void* xs, float* xsc, bool pdl,
+                  cudaStream_t s) {
+  const int threads = 128;
+  const unsigned grid = static_cast<unsigned>((int64_t{n} * n_chunks * 16 + threads - 1) / threads);
+  detail::launch_maybe_pdl(stage_act_mma_kernel<K>, dim3(grid), dim3(threads), 0, s, pdl, x, ldx, n, valid, n_chunks,
+                           xs, xsc, pdl);
+}
+
 }  // namespace
 
 // Native FP8 always (its in-kernel rounding is an amax, shuffles and four packs a chunk); weight-only
@@ -802,7 +814,6 @@ bool matvec_mma_stages(MatvecMmaKind kind, int n) {
 
 // kMaxStreamWarps chunks of padding: the streaming kernel reads up to W - 1 chunks past the last.
 MatvecMmaStage matvec_mma_stage_size(int n, int64_t n_cols) {
-  constexpr int64_t kMaxStreamWarps = 16;
   const int64_t n_chunks = (n_cols + 63) / 64;
   return {static_cast<size_t>(n * n_chunks + kMaxStreamWarps) * 128,
           static_cast<size_t>(n_chunks + kMaxStreamWarps) * 8};
@@ -813,22 +824,13 @@ void launch_stage_act_mma(const DeviceMatrix& w, MatvecMmaKind kind, const float
   const int64_t n_pieces = static_cast<int64_t>(w.row_bytes / 16), n_chunks = (n_pieces + 3) / 4;
   DUET_CHECK(n >= 1 && n <= 8 && w.dtype == DType::kF8_E4M3 && n_chunks * 64 < (int64_t{1} << 31) &&
              ldx % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(xs) % 16 == 0);
-  const int threads = 128;
-  const unsigned grid = static_cast<unsigned>((n * n_chunks * 16 + threads - 1) / threads);
   const int valid = static_cast<int>(n_pieces * 16), nc = static_cast<int>(n_chunks);
   switch (kind) {
-    case MatvecMmaKind::kFp8Hw:
-      detail::launch_maybe_pdl(stage_act_mma_kernel<MatvecMmaKind::kFp8Hw>, dim3(grid), dim3(threads), 0, s, pdl, x,
-                               ldx, n, valid, nc, xs, xsc, pdl);
-      break;
-    case MatvecMmaKind::kFp8Soft:
-      detail::launch_maybe_pdl(stage_act_mma_kernel<MatvecMmaKind::kFp8Soft>, dim3(grid), dim3(threads), 0, s, pdl, x,
-                               ldx, n, valid, nc, xs, xsc, pdl);
-      break;
+    case MatvecMmaKind::kFp8Hw: launch_stage<MatvecMmaKind::kFp8Hw>(x, ldx, n, valid, nc, xs, xsc, pdl, s); break;
+    case MatvecMmaKind::kFp8Soft: launch_stage<MatvecMmaKind::kFp8Soft>(x, ldx, n, valid, nc, xs, xsc, pdl, s); break;
     case MatvecMmaKind::kFp8Native:
       DUET_CHECK(xsc != nullptr);
-      detail::launch_maybe_pdl(stage_act_mma_kernel<MatvecMmaKind::kFp8Native>, dim3(grid), dim3(threads), 0, s, pdl,
-                               x, ldx, n, valid, nc, xs, xsc, pdl);
+      launch_stage<MatvecMmaKind::kFp8Native>(x, ldx, n, valid, nc, xs, xsc, pdl, s);
       break;
     default: DUET_CHECK_MSG(false, "launch_stage_act_mma: an FP8 kind only");
   }
@@ -881,6 +883,13 @@ MvArgs make_args(const DeviceMatrix& w, MatvecMmaKind kind, const float* x, int6
   return a;
 }
 
+// Float activations: the streaming kernel (DUET_MATVEC_STREAM unset) or the classic one.
+template <MatvecMmaKind K>
+void launch_float_input(const MvArgs& a, bool pdl, cudaStream_t s) {
+  if (matvec_mma_zeroes()) launch_kind<K, false>(a, pdl, s);
+  else launch_classic<K>(a, pdl, s);
+}
+
 }  // namespace
 
 void launch_matvec_mma(const DeviceMatrix& w, MatvecMmaKind kind, const float* x, int64_t ldx, int n, float* y,
@@ -889,25 +898,12 @@ void launch_matvec_mma(const DeviceMatrix& w, MatvecMmaKind kind, const float* x
              reinterpret_cast<uintptr_t>(x) % 16 == 0);
   DUET_CHECK(zero_n == 0 || (zero != nullptr && matvec_mma_zeroes()));
   const MvArgs a = make_args(w, kind, x, ldx, n, y, ldy, accumulate, zero, zero_n);
-  const bool stream = matvec_mma_zeroes();
   switch (kind) {
-    case MatvecMmaKind::kF16:
-      stream ? launch_kind<MatvecMmaKind::kF16, false>(a, pdl, s) : launch_classic<MatvecMmaKind::kF16>(a, pdl, s);
-      break;
-    case MatvecMmaKind::kBf16:
-      stream ? launch_kind<MatvecMmaKind::kBf16, false>(a, pdl, s) : launch_classic<MatvecMmaKind::kBf16>(a, pdl, s);
-      break;
-    case MatvecMmaKind::kFp8Soft:
-      stream ? launch_kind<MatvecMmaKind::kFp8Soft, false>(a, pdl, s)
-             : launch_classic<MatvecMmaKind::kFp8Soft>(a, pdl, s);
-      break;
-    case MatvecMmaKind::kFp8Hw:
-      stream ? launch_kind<MatvecMmaKind::kFp8Hw, false>(a, pdl, s) : launch_classic<MatvecMmaKind::kFp8Hw>(a, pdl, s);
-      break;
-    case MatvecMmaKind::kFp8Native:
-      stream ? launch_kind<MatvecMmaKind::kFp8Native, false>(a, pdl, s)
-             : launch_classic<MatvecMmaKind::kFp8Native>(a, pdl, s);
-      break;
+    case MatvecMmaKind::kF16: launch_float_input<MatvecMmaKind::kF16>(a, pdl, s); break;
+    case MatvecMmaKind::kBf16: launch_float_input<MatvecMmaKind::kBf16>(a, pdl, s); break;
+    case MatvecMmaKind::kFp8Soft: launch_float_input<MatvecMmaKind::kFp8Soft>(a, pdl, s); break;
+    case MatvecMmaKind::kFp8Hw: launch_float_input<MatvecMmaKind::kFp8Hw>(a, pdl, s); break;
+    case MatvecMmaKind::kFp8Native: launch_float_input<MatvecMmaKind::kFp8Native>(a, pdl, s); break;
   }
   DUET_CUDA_CHECK_LAUNCH();
 }
