@@ -82,6 +82,10 @@ struct MmaArgs {
   int accumulate;  // y += the product (else y = it; shared row blocks then need y zeroed first)
   float* zero;     // a side job: zero[0 .. zero_n) = 0 (launch_matmul_mma's `zero`), or null
   int64_t zero_n;
+  // The byte-permute magics of the nibble decoders, 0x64646464 and 0x54545454, as arguments: a
+  // register each for the whole kernel, where literals had ptxas rebuild the permute's selector in
+  // a register before each use.
+  uint32_t magic64, magic54;
 };
 
 constexpr int clamp_int(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
@@ -181,8 +185,32 @@ __device__ __forceinline__ uint32_t deq_mul(uint32_t q, uint32_t magic, uint32_t
 // integer instructions each, which matters because the kernel is bound by instruction issue.
 // kParts: kStageWeights (the weight bytes and region D), kStageX (the activations) or both.
 constexpr int kStageWeights = 1, kStageX = 2, kStageAll = 3;
+// The thread's weight copies of a stage, K-quants: copy i is chunk c = threadIdx.x + i kThreads of
+// the stage (row c / kChunks16, 16-byte part c % kChunks16), whose source offset from the stage's
+// base, r pitch + 16 part, is the same in every stage: found once a launch (woff), so that a copy
+// is a compare, a select and an add (Q4_K at 32 tokens: ~14 integer instructions a copy before).
+template <DType T, int N, int W, int MT>
+struct WeightCopies {
+  using S = MmaShape<T, N, W, MT>;
+  static constexpr int kChunks = S::kRows * MmaType<T>::kChunks16;
+  static constexpr int kCount = (kChunks + S::kThreads - 1) / S::kThreads;
+  uint32_t off[kCount];  // unsigned: zero-extended into the 64-bit address for free
+};
+template <DType T, int N, int W, int MT>
+__device__ __forceinline__ void weight_copies(const MmaArgs& a, WeightCopies<T, N, W, MT>& wc) {
+  using Q = MmaType<T>;
+  const int pitch = static_cast<int>(Q::kSplitD ? a.bpr * Q::kBlockBytes : a.row_bytes);
+#pragma unroll
+  for (int i = 0; i < WeightCopies<T, N, W, MT>::kCount; ++i) {
+    const int c = static_cast<int>(threadIdx.x) + i * MmaShape<T, N, W, MT>::kThreads;
+    const int r = c / Q::kChunks16;
+    wc.off[i] = static_cast<uint32_t>(r * pitch + (c - r * Q::kChunks16) * 16);
+  }
+}
+
 template <DType T, int N, int W, int MT, int kParts = kStageAll>
-__device__ __forceinline__ void load_stage(const MmaArgs& a, uint8_t* st, int64_t rb, int sb) {
+__device__ __forceinline__ void load_stage(const MmaArgs& a, uint8_t* st, int64_t rb, int sb,
+                                           const WeightCopies<T, N, W, MT>& wc) {
   using S = MmaShape<T, N, W, MT>;
   using Q = MmaType<T>;
   const int64_t row0 = rb * S::kRows;
@@ -194,20 +222,47 @@ __device__ __forceinline__ void load_stage(const MmaArgs& a, uint8_t* st, int64_
   constexpr int kChunks = S::kRows * Q::kChunks16;
   // One m16 tile a warp (MT = 1) leaves a last partial round of copies (Q4_K: 9 chunks a row).
   constexpr bool kWhole = kChunks % S::kThreads == 0;
-  if constexpr ((kParts & kStageWeights) != 0) {
+  if constexpr ((kParts & kStageWeights) != 0 && T != DType::kQ8_0) {
+    // Rows past n_rows: offsets from rows_left * pitch on (a part's 16 bytes start below its
+    // row's end, 16 part < pitch), zero-filled from the stage's base, a valid address.
+    const uint32_t lim = static_cast<uint32_t>(rows_left * pitch);
+#pragma unroll
+    for (int i = 0; i < WeightCopies<T, N, W, MT>::kCount; ++i) {
+      const int c = threadIdx.x + i * S::kThreads;
+      // Only the last round can run past the stage's chunks (threadIdx.x < kThreads).
+      if (!kWhole && (i + 1) * S::kThreads > kChunks && c >= kChunks) break;
+      const bool ok = wc.off[i] < lim;
+      cp_async16(st + c * 16, base + (ok ? wc.off[i] : 0u), ok ? 16 : 0);
+    }
+    if constexpr (Q::kSplitD) {
+      // Region D is 2-byte aligned per entry: copy the aligned pair (2 bytes at the very end).
+      const int r = threadIdx.x;
+      if (S::kRows >= S::kThreads || r < S::kRows) {  // one thread a row
+        const int64_t row = row0 + r;
+        const uint8_t* src = a.wd;
+        int bytes = 0;
+        if (row < a.n_rows) {
+          const int64_t total = a.n_rows * a.bpr;
+          const int64_t idx = (row * a.bpr + sb) & ~int64_t{1};
+          src = a.wd + idx * 2;
+          bytes = idx + 1 < total ? 4 : 2;
+        }
+        cp_async4(st + S::kWBytes + 4 * r, src, bytes);
+      }
+    }
+  }
+  if constexpr ((kParts & kStageWeights) != 0 && T == DType::kQ8_0) {
 #pragma unroll
     for (int i = 0; i < (kChunks + S::kThreads - 1) / S::kThreads; ++i) {
       const int c = threadIdx.x + i * S::kThreads;
       if (!kWhole && c >= kChunks) break;
       const int r = c / Q::kChunks16, part = c - r * Q::kChunks16;
-      bool ok = r < rows_left;
-      if constexpr (T == DType::kQ8_0) ok = ok && (part >> 1) < a.bpr - 8 * sb;  // none past the row's end
-      // Q8_0: block sb * 8 + part / 2, half part % 2, i.e. byte 16 * part of the stage's row bytes.
+      const bool ok = r < rows_left && (part >> 1) < a.bpr - 8 * sb;  // none past the row's end
+      // Block sb * 8 + part / 2, half part % 2, i.e. byte 16 * part of the stage's row bytes.
       const uint8_t* src = ok ? base + (r * pitch + part * 16) : a.w;
-      const int dst = T == DType::kQ8_0 ? r * Q::kPitch + 16 * q8_chunk(r, part) : c * 16;
-      cp_async16(st + dst, src, ok ? 16 : 0);
+      cp_async16(st + r * Q::kPitch + 16 * q8_chunk(r, part), src, ok ? 16 : 0);
     }
-    if constexpr (T == DType::kQ8_0) {
+    {
       // d's of blocks sb * 8 .. + 7: the 5 aligned words from the even index at or below the first
       // (halves past region D's end zero-filled; halves of the next row are never used).
       const int r = threadIdx.x;
@@ -222,21 +277,6 @@ __device__ __forceinline__ void load_stage(const MmaArgs& a, uint8_t* st, int64_
           const int bytes = left >= 2 ? 4 : (left == 1 ? 2 : 0);
           cp_async4(st + S::kWBytes + 20 * r + 4 * j, bytes ? a.wd + h * 2 : a.wd, bytes);
         }
-      }
-    } else if constexpr (Q::kSplitD) {
-      // Region D is 2-byte aligned per entry: copy the aligned pair (2 bytes at the very end).
-      const int r = threadIdx.x;
-      if (S::kRows >= S::kThreads || r < S::kRows) {  // one thread a row
-        const int64_t row = row0 + r;
-        const uint8_t* src = a.wd;
-        int bytes = 0;
-        if (row < a.n_rows) {
-          const int64_t total = a.n_rows * a.bpr;
-          const int64_t idx = (row * a.bpr + sb) & ~int64_t{1};
-          src = a.wd + idx * 2;
-          bytes = idx + 1 < total ? 4 : 2;
-        }
-        cp_async4(st + S::kWBytes + 4 * r, src, bytes);
       }
     }
   }  // kStageWeights
@@ -282,7 +322,8 @@ __device__ __forceinline__ void load_stage(const MmaArgs& a, uint8_t* st, int64_
 // 8 bytes, and two k-steps one 16-byte load of the staged tile.
 template <DType T, int N, int W, int MT>
 __device__ __forceinline__ void compute_q45k(const uint8_t* st, const uint4* xs,
-                                             float (&acc)[MT][N][4]) {
+                                             float (&acc)[MT][N][4], uint32_t magic64,
+                                             uint32_t magic54) {
   constexpr bool kQ5 = T == DType::kQ5_K;
   constexpr int kQs = kQ5 ? 48 : 16;  // offset of qs in the block
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
@@ -316,9 +357,9 @@ __device__ __forceinline__ void compute_q45k(const uint8_t* st, const uint4* xs,
       // product converted to half would be): byte | 0x6400 is the half 1024 + v exactly.
       const uint32_t dd = __byte_perm(hdr.x, 0, 0x1010), ndm = __byte_perm(hdr.x, 0, 0x3232) ^ 0x80008000u;
       const uint32_t s2 = h2_bits(__hmul2(
-          __hsub2(bits_h2(__byte_perm(sc2, 0x64646464u, 0x4140)), bits_h2(0x64006400u)), bits_h2(dd)));
+          __hsub2(bits_h2(__byte_perm(sc2, magic64, 0x4140)), bits_h2(0x64006400u)), bits_h2(dd)));
       const uint32_t m2 = h2_bits(__hmul2(
-          __hsub2(bits_h2(__byte_perm(mn2, 0x64646464u, 0x4140)), bits_h2(0x64006400u)), bits_h2(ndm)));
+          __hsub2(bits_h2(__byte_perm(mn2, magic64, 0x4140)), bits_h2(0x64006400u)), bits_h2(ndm)));
       s_lo[mt][rr] = __byte_perm(s2, 0, 0x1010);
       s_hi[mt][rr] = __byte_perm(s2, 0, 0x3232);
       m_lo[mt][rr] = __byte_perm(m2, 0, 0x1010);
@@ -358,11 +399,11 @@ __device__ __forceinline__ void compute_q45k(const uint8_t* st, const uint4* xs,
             lo = w & 0x0f0f0f0fu;
             hi = w & 0xf0f0f0f0u;
           }
-          constexpr uint32_t kHiBytes = kQ5 ? 0x64646464u : 0x54545454u;
+          const uint32_t kHiBytes = kQ5 ? magic64 : magic54;
           constexpr uint32_t kHiMagic = kQ5 ? 0x64006400u : 0x54005400u;
-          af[mt][ii][rr] = deq_fma(__byte_perm(lo, 0x64646464u, 0x4140), 0x64006400u, s_lo[mt][rr],
+          af[mt][ii][rr] = deq_fma(__byte_perm(lo, magic64, 0x4140), 0x64006400u, s_lo[mt][rr],
                                    m_lo[mt][rr]);
-          af[mt][ii][2 + rr] = deq_fma(__byte_perm(lo, 0x64646464u, 0x4342), 0x64006400u,
+          af[mt][ii][2 + rr] = deq_fma(__byte_perm(lo, magic64, 0x4342), 0x64006400u,
                                        s_lo[mt][rr], m_lo[mt][rr]);
           af[mt][2 + ii][rr] = deq_fma(__byte_perm(hi, kHiBytes, 0x4140), kHiMagic, s_hi[mt][rr],
                                        m_hi[mt][rr]);
@@ -387,7 +428,7 @@ __device__ __forceinline__ void compute_q45k(const uint8_t* st, const uint4* xs,
 template <int N, int W, int MT>
 __device__ __forceinline__ void compute_q6k(const uint8_t* st, const uint4* xs, const uint32_t* dsm,
                                             int64_t row0, int64_t bpr, int64_t sb,
-                                            float (&acc)[MT][N][4]) {
+                                            float (&acc)[MT][N][4], uint32_t magic64) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const int hh = t >> 1, gg = t & 1;
   const uint32_t sel = 0x4040u | gg | ((gg + 2) << 8);  // bytes gg, gg + 2 as the low bytes of two halves
@@ -413,7 +454,7 @@ __device__ __forceinline__ void compute_q6k(const uint8_t* st, const uint4* xs, 
       // product converted to half would be.
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        const uint32_t h = __byte_perm((e ? sc.y : sc.x) ^ 0x80808080u, 0x64646464u, sel);
+        const uint32_t h = __byte_perm((e ? sc.y : sc.x) ^ 0x80808080u, magic64, sel);
         const uint32_t s2 = h2_bits(__hmul2(__hsub2(bits_h2(h), bits_h2(0x64806480u)), bits_h2(dd)));
         sq[mt][rr][2 * e] = __byte_perm(s2, 0, 0x1010);
         sq[mt][rr][2 * e + 1] = __byte_perm(s2, 0, 0x3232);
@@ -441,9 +482,9 @@ __device__ __forceinline__ void compute_q6k(const uint8_t* st, const uint4* xs, 
           else
             r6 = ((lb[i] >> 4) & 0x0f0f0f0fu) | ((hw[i] >> 2) & 0x30303030u);
           // Byte | 0x6400 is the half 1024 + r6; minus 1056 leaves r6 - 32 exactly.
-          af[mt][i][rr] = deq_mul(__byte_perm(r6, 0x64646464u, 0x4140), 0x64206420u, sq[mt][rr][q]);
+          af[mt][i][rr] = deq_mul(__byte_perm(r6, magic64, 0x4140), 0x64206420u, sq[mt][rr][q]);
           af[mt][i][2 + rr] =
-              deq_mul(__byte_perm(r6, 0x64646464u, 0x4342), 0x64206420u, sq[mt][rr][q]);
+              deq_mul(__byte_perm(r6, magic64, 0x4342), 0x64206420u, sq[mt][rr][q]);
         }
       }
     const int q0 = 16 * hh + 4 * q + 2 * gg;  // chunk of columns 128hh + 32q + 16gg .. + 7
@@ -465,7 +506,7 @@ __device__ __forceinline__ void compute_q6k(const uint8_t* st, const uint4* xs, 
 template <int N, int W, int MT>
 __device__ __forceinline__ void compute_q80(const uint8_t* st, const uint4* xs, const uint32_t* dsm,
                                             int64_t row0, int64_t bpr, int64_t sb,
-                                            float (&acc)[MT][N][4]) {
+                                            float (&acc)[MT][N][4], uint32_t magic64) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   uint32_t dh[MT][2][2];  // d of blocks 2t, 2t + 1 of each row, as half2
 #pragma unroll
@@ -500,9 +541,9 @@ __device__ __forceinline__ void compute_q80(const uint8_t* st, const uint4* xs, 
           // q ^ 0x80 is the byte q + 128; byte | 0x6400 is the half 1024 + q + 128 (minus 1152).
           const uint32_t u = wv[j] ^ 0x80808080u;
           af[mt][j][rr] =
-              deq_mul(__byte_perm(u, 0x64646464u, 0x4140), 0x64806480u, dh[mt][rr][m >> 1]);
+              deq_mul(__byte_perm(u, magic64, 0x4140), 0x64806480u, dh[mt][rr][m >> 1]);
           af[mt][j][2 + rr] =
-              deq_mul(__byte_perm(u, 0x64646464u, 0x4342), 0x64806480u, dh[mt][rr][m >> 1]);
+              deq_mul(__byte_perm(u, magic64, 0x4342), 0x64806480u, dh[mt][rr][m >> 1]);
         }
       }
 #pragma unroll
@@ -557,9 +598,10 @@ __device__ __forceinline__ void flush(const MmaArgs& a, int64_t row0, bool atomi
 // first stages are requested before the wait for the producer of x (and of a zeroed y), so that
 // they stream while that producer finishes.
 // Two 8 x 1 CTAs of up to 48 tokens share an SM: their registers are capped at 128 (the Q4_K
-// instance at 41-48 tokens needs 134 uncapped, which would leave one CTA an SM). Under the cap
-// ptxas spills 8-40 bytes in the N = 6 instances and Q5_K's N = 4 one; the 48-sequence qwen2-7b
-// Q4_K_M step was unchanged by it (H200, 2026-12-01).
+// instance at 41-48 tokens needed 134 uncapped, which would leave one CTA an SM; with the weight
+// copies' offsets found once and the permute magics as arguments it needs 115, and no instance
+// spills; before, ptxas spilled 8-40 bytes in the N = 6 instances and Q5_K's N = 4 one, and the
+// 48-sequence qwen2-7b Q4_K_M step was unchanged by that, H200, 2026-12-01).
 template <DType T, int N, int W, int MT>
 __global__ void __launch_bounds__(32 * W, (W == 8 && MT == 1 && N <= 6) ? 2 : 1)
     matmul_mma_kernel(MmaArgs a) {
@@ -572,13 +614,15 @@ __global__ void __launch_bounds__(32 * W, (W == 8 && MT == 1 && N <= 6) ? 2 : 1)
   const int spr = static_cast<int>(a.spr);
   // Cursors (row block, stage) of the next unit to load and of the unit computed: advanced by one
   // stage at a time, so that no division runs inside the loop.
+  WeightCopies<T, N, W, MT> wc;
+  weight_copies(a, wc);
   int64_t rb_l = u_begin / spr, rb_c = rb_l;
   int sb_l = static_cast<int>(u_begin - rb_l * spr), sb_c = sb_l;
   // Prologue: the weights of stages 0 .. kStages - 2, then (after the wait) their activations,
   // one commit group per stage as the loop expects (group 0 also holds every prologue weight).
 #pragma unroll 1
   for (int s = 0; s < S::kStages - 1 && s < count; ++s) {
-    load_stage<T, N, W, MT, kStageWeights>(a, smem + s * S::kStageBytes, rb_l, sb_l);
+    load_stage<T, N, W, MT, kStageWeights>(a, smem + s * S::kStageBytes, rb_l, sb_l, wc);
     if (++sb_l == spr) sb_l = 0, ++rb_l;
   }
   detail::pdl_wait();
@@ -588,7 +632,7 @@ __global__ void __launch_bounds__(32 * W, (W == 8 && MT == 1 && N <= 6) ? 2 : 1)
 #pragma unroll 1
     for (int s = 0; s < S::kStages - 1; ++s) {
       if (s < count) {
-        load_stage<T, N, W, MT, kStageX>(a, smem + s * S::kStageBytes, rb_x, sb_x);
+        load_stage<T, N, W, MT, kStageX>(a, smem + s * S::kStageBytes, rb_x, sb_x, wc);
         if (++sb_x == spr) sb_x = 0, ++rb_x;
       }
       cp_async_commit();
@@ -615,7 +659,7 @@ __global__ void __launch_bounds__(32 * W, (W == 8 && MT == 1 && N <= 6) ? 2 : 1)
     cp_async_wait<S::kStages - 2>();
     __syncthreads();  // stage `it` visible to all; stage it - 1 free for the next load
     if (it + S::kStages - 1 < count) {
-      load_stage<T, N, W, MT>(a, smem + ld_stage * S::kStageBytes, rb_l, sb_l);
+      load_stage<T, N, W, MT>(a, smem + ld_stage * S::kStageBytes, rb_l, sb_l, wc);
       if (++sb_l == spr) sb_l = 0, ++rb_l;
     }
     cp_async_commit();
@@ -624,13 +668,13 @@ __global__ void __launch_bounds__(32 * W, (W == 8 && MT == 1 && N <= 6) ? 2 : 1)
     if (++st_stage == S::kStages) st_stage = 0;
     const uint4* xs = reinterpret_cast<const uint4*>(st + S::kWBytes + S::kDBytes);
     if constexpr (T == DType::kQ4_K || T == DType::kQ5_K) {
-      compute_q45k<T, N, W, MT>(st, xs, acc);
+      compute_q45k<T, N, W, MT>(st, xs, acc, a.magic64, a.magic54);
     } else if constexpr (T == DType::kQ8_0) {
       compute_q80<N, W, MT>(st, xs, reinterpret_cast<const uint32_t*>(st + S::kWBytes), rb_c * S::kRows,
-                        a.bpr, sb_c, acc);
+                        a.bpr, sb_c, acc, a.magic64);
     } else {
       compute_q6k<N, W, MT>(st, xs, reinterpret_cast<const uint32_t*>(st + S::kWBytes), rb_c * S::kRows,
-                        a.bpr, sb_c, acc);
+                        a.bpr, sb_c, acc, a.magic64);
     }
     if (sb_c == spr - 1 || it == count - 1) {
       const bool full = seg_full_start && sb_c == spr - 1;
@@ -692,6 +736,8 @@ void run(const DeviceMatrix& w, const __half* x, int64_t ldx, int n, float* y, i
          bool accumulate, bool pdl, ZeroJob zero, cudaStream_t s) {
   using S = MmaShape<T, N, W, MT>;
   MmaArgs a{};
+  a.magic64 = 0x64646464u;
+  a.magic54 = 0x54545454u;
   a.n_rows = w.n_rows;
   a.bpr = w.n_cols / MmaType<T>::kBlockCols;
   a.spr = (w.n_cols + kSbCols - 1) / kSbCols;
