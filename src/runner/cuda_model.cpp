@@ -466,7 +466,7 @@ bool CudaModel::Impl::qkv_takes_f16(uint32_t il, int n) const {
 
 bool CudaModel::Impl::qkv_streams(uint32_t il, int n) const {
   const DeviceLayer& L = layers[il];
-  return mv_zero() && L.fused_qkv && mm->streams_decode(L.wqkv.m, n);
+  return mv_zero() && L.fused_qkv && mm->streams_decode(L.wqkv.m, n) && !qkv_takes_f16(il, n);
 }
 
 bool CudaModel::Impl::output_takes_f16(int n, int n_out, const std::vector<std::pair<int, int>>& out_runs) const {
@@ -619,12 +619,12 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
     // o product's grid where that runs on the same kernel, else by the norm).
     gu_f16 = !ffn_q8 && L.fused_gu && norm_writes_f16(L.wgu.m, n);
     const bool gu_zero_by_o = gu_f16 && o_f16 && mma_zeroes();
-    // The streaming decode kernel (neither int8 nor F16 inputs there): the o product zeroes the
-    // gate/up output, which that product then adds into (DUET_MV_ZERO).
+    // The streaming decode kernel (int8 inputs never, F16 inputs for FP8 weight-only batches): the
+    // o product zeroes the gate/up output, which that product then adds into (DUET_MV_ZERO).
     gu_mv_zeroed = L.fused_gu && mv_zero() && mm->streams_decode(L.wo.m, n) && mm->streams_decode(L.wgu.m, n);
     if (o_q8) mm->matmul_q8(L.wo.m, n, X, d, s, /*accumulate=*/true);  // x += o
-    else if (o_f16) mm->matmul_f16(L.wo.m, n, X, d, s, gu_zero_by_o ? gu.as<float>() : nullptr,
-                                   gu_zero_by_o ? int64_t(n) * 2 * ff : 0);  // x += o
+    else if (o_f16) mm->matmul_f16(L.wo.m, n, X, d, s, gu_zero_by_o || gu_mv_zeroed ? gu.as<float>() : nullptr,
+                                   gu_zero_by_o || gu_mv_zeroed ? int64_t(n) * 2 * ff : 0);  // x += o
     else mm->matmul(L.wo.m, A, qd, n, X, d, s, /*accumulate=*/true, gu_mv_zeroed ? gu.as<float>() : nullptr,
                     gu_mv_zeroed ? int64_t(n) * 2 * ff : 0);
     mark("matmul o");

@@ -308,6 +308,20 @@ struct MatmulContext::Impl {
            n <= kernels::kMmaMaxTokens && kernels::mma_supported(w.dtype) && !mma_disabled();
   }
 
+  // FP8 weight-only decode batches (hardware E4M3 conversion, 2-8 rows) on the streaming kernel:
+  // their F16 input, staged as the kernel reads it, can come from the producer (matmul_f16). Not
+  // one row, which the kernel multiplies faster from float input (qwen2-7b weight-only on the
+  // H200, session 24, two rounds: tg128 369.5 / 372.9 tok/s with the producers' F16, 368.6 /
+  // 370.4 staged by a launch, 381.5 / 380.7 from float; the 8-sequence step 2.967-2.978 ms with
+  // the producers', 2.988-3.009 by a launch, 3.150-3.156 from float).
+  bool takes_staged_f16(const DeviceMatrix& w, int n) const {
+    kernels::MatvecMmaKind kind;
+    return w.dtype == DType::kF8_E4M3 && n >= kernels::matvec_mma_producers_min_tokens() &&
+           n <= kernels::kDecodeMaxTokens && n <= max_tokens &&
+           w.n_cols <= max_cols && mma_decode_kind(w, n, &kind) && kind == kernels::MatvecMmaKind::kFp8Hw &&
+           kernels::matvec_mma_producers_stage();
+  }
+
   // The tensor-core decode kernel for w (native path, sm_80+), or false: the float kernels.
   bool mma_decode_kind(const DeviceMatrix& w, int n, kernels::MatvecMmaKind* kind) const {
     using K = kernels::MatvecMmaKind;
@@ -602,10 +616,14 @@ bool MatmulContext::accumulates(const DeviceMatrix& w, int n_tokens) const {
 
 bool MatmulContext::takes_f16(const DeviceMatrix& w, int n_tokens) const {
   const Impl& m = *impl_;
-  return m.takes_mma(w, n_tokens) && mma_accumulates() && n_tokens <= m.max_tokens && w.n_cols <= m.max_cols;
+  return (m.takes_mma(w, n_tokens) && mma_accumulates() && n_tokens <= m.max_tokens && w.n_cols <= m.max_cols) ||
+         m.takes_staged_f16(w, n_tokens);
 }
 
+// FP8 weight-only: the streaming kernel's staged F16 rows (64-column chunks: ld = n_cols rounded
+// up to 64, launch_stage_act_mma's layout for kFp8Hw).
 MatmulContext::F16Input MatmulContext::f16_input(const DeviceMatrix& w) const {
+  if (w.dtype == DType::kF8_E4M3) return F16Input{impl_->xe.as<__half>(), round_up(w.n_cols, 64)};
   return F16Input{impl_->xh.as<__half>(), round_up(w.n_cols, 16)};
 }
 
@@ -613,6 +631,11 @@ void MatmulContext::matmul_f16(const DeviceMatrix& w, int n_tokens, float* y, in
                                float* zero, int64_t zero_n) {
   DUET_CHECK_MSG(takes_f16(w, n_tokens), "matmul_f16: no F16-input product for %d tokens of %s", n_tokens,
                  std::string(dtype_name(w.dtype)).c_str());
+  if (w.dtype == DType::kF8_E4M3) {
+    kernels::launch_matvec_mma_staged(w, kernels::MatvecMmaKind::kFp8Hw, impl_->xe.data(), nullptr, n_tokens, y, ldy,
+                                      /*accumulate=*/true, pdl(), stream, zero, zero_n);
+    return;
+  }
   kernels::launch_matmul_mma(w, impl_->xh.as<__half>(), round_up(w.n_cols, 16), n_tokens, y, ldy, stream,
                              /*accumulate=*/true, pdl() && mma_pdl_enabled(), kernels::ZeroJob{zero, zero_n});
 }

@@ -79,12 +79,14 @@ class MatmulContext {
   bool matmul_q8_pair(const DeviceMatrix& w1, float* y1, const DeviceMatrix& w2, float* y2, int64_t ldy, int n_tokens,
                       cudaStream_t stream);
   // Batches of mma_min_tokens()-64 rows on the quantized tensor-core kernel (kernels/cuda/quant_mma.h) read F16
-  // activations; a producer (launch_rms_norm_f16, launch_gated_activation_f16: ops.h) can write
+  // activations, and so do FP8 weight-only decode batches (2-8 rows, hardware E4M3 conversion)
+  // on the streaming kernel (kernels/cuda/matvec_mma.h, its staged input); a producer
+  // (launch_rms_norm_f16, launch_gated_activation_f16, attention's F16 output: ops.h) can write
   // them into f16_input(w) directly, zeroing the product's output itself where the product is not
   // to add into a live sum, and matmul_f16() then adds W x into y without converting again.
   struct F16Input {
     __half* h = nullptr;  // [n_tokens][ld]
-    int64_t ld = 0;       // row stride: n_cols rounded up to 16
+    int64_t ld = 0;       // row stride: n_cols rounded up to 16 (to 64 for FP8 weights)
   };
   // True when matmul(w, .., n_tokens, ..) would run that kernel (and may add into y).
   bool takes_f16(const DeviceMatrix& w, int n_tokens) const;

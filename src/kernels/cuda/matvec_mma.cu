@@ -802,15 +802,23 @@ void launch_stage(const float* x, int64_t ldx, int n, int valid, int n_chunks, v
 // native staged 358.3 / 358.2 (x8 3.168 / 3.171) against 349.0 / 350.2 with the first staging
 // form, 301.8-301.9 rounding in the kernel; weight-only at one token staged 370.6 / 370.5
 // against 380.1 / 379.9 (the staging launch costs what it saves), at eight 2.991 / 2.992 ms
-// against 3.161 / 3.163. DUET_MATVEC_STAGE=0 never stages, =1 always (A/B knob).
+// against 3.161 / 3.163. DUET_MATVEC_STAGE (A/B knob): 0 never stages, 1 only by this launch
+// (no producers), unset (2) as described.
 bool matvec_mma_stages(MatvecMmaKind kind, int n) {
   if (kind != MatvecMmaKind::kFp8Hw && kind != MatvecMmaKind::kFp8Soft && kind != MatvecMmaKind::kFp8Native)
     return false;
   if (!matvec_mma_zeroes()) return false;
-  const int knob = env_int("DUET_MATVEC_STAGE", 0, 1);
-  if (knob >= 0) return knob == 1;
+  const int mode = env_int("DUET_MATVEC_STAGE", 0, 2);
+  if (mode == 0 || mode == 1) return mode == 1;
   return kind == MatvecMmaKind::kFp8Native || n >= 2;
 }
+
+bool matvec_mma_producers_stage() {
+  const int mode = env_int("DUET_MATVEC_STAGE", 0, 3);
+  return matvec_mma_zeroes() && (mode < 0 || mode >= 2);
+}
+
+int matvec_mma_producers_min_tokens() { return env_int("DUET_MATVEC_STAGE", 0, 3) == 3 ? 1 : 2; }
 
 // kMaxStreamWarps chunks of padding: the streaming kernel reads up to W - 1 chunks past the last.
 MatvecMmaStage matvec_mma_stage_size(int n, int64_t n_cols) {

@@ -45,9 +45,13 @@ bool matvec_mma_zeroes();
 // writes them from x (as launch_matvec_mma reads it) into xs (and xsc, native), sized by
 // matvec_mma_stage_size; launch_matvec_mma_staged is launch_matvec_mma from them, bit-identical
 // to it (same rounding, same sums). matvec_mma_stages(kind, n): whether MatmulContext stages a
-// product of n tokens (FP8 kinds on the streaming kernel: native always, weight-only from two
-// tokens on; DUET_MATVEC_STAGE=0|1, an A/B knob, never / always).
+// product of n tokens from float input by that launch (FP8 kinds on the streaming kernel: native
+// always, weight-only from two tokens on); matvec_mma_producers_stage(): whether a producer may
+// write a weight-only product's staged F16 input itself (MatmulContext::takes_f16). A/B knob
+// DUET_MATVEC_STAGE=0: neither; =1: always the launch, never producers.
 bool matvec_mma_stages(MatvecMmaKind kind, int n);
+bool matvec_mma_producers_stage();
+int matvec_mma_producers_min_tokens();  // 2 (DUET_MATVEC_STAGE=3: 1, an A/B knob)
 struct MatvecMmaStage {
   size_t xs_bytes;     // for n tokens of n_cols columns
   size_t xsc_floats;
