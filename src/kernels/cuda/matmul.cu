@@ -104,19 +104,22 @@ bool fp8_fast_accum() {
 }
 
 // Which float-type decode products the tensor-core decode kernel (matvec_mma.cu) takes, by
-// DUET_MATVEC_MMA (benchmark knob, read once): unset: FP8 always, F16/BF16 from 2 rows on; "fp8":
-// FP8 only; "all": F16/BF16 at 1 row too; "0": none (the float kernels of quant_matvec.cu).
-// Measured on the H200 (2026-11-30, % of 4.3 TB/s, BF16 18944 x 3584, n = 1 / 2 / 4 / 8): float
-// kernel 93.5 / 71.9 / 39.1 / 21.2, tensor-core kernel 76.3 / 74.8 / 72.0 / 67.6; FP8 weight-only
-// 54.3 / 46.1 / 28.3 / 11.4 against 66.5 / 65.5 / 62.7 / 55.5. DUET_MATVEC_FP8_CVT=sw: the
-// software E4M3 conversion even where the hardware has one.
+// DUET_MATVEC_MMA (benchmark knob, read once): unset or "all": FP8, F16 and BF16 at every row
+// count; "2": F16/BF16 from 2 rows on; "fp8": FP8 only; "0": none (the float kernels of
+// quant_matvec.cu). Measured on the H200 (2026-11-30, % of 4.3 TB/s, BF16 18944 x 3584, n = 1 / 2 /
+// 4 / 8): float kernel 93.5 / 71.9 / 39.1 / 21.2, the classic tensor-core kernel 76.3 / 74.8 /
+// 72.0 / 67.6; FP8 weight-only 54.3 / 46.1 / 28.3 / 11.4 against 66.5 / 65.5 / 62.7 / 55.5. Its
+// streaming form with stream-K and the zero side jobs (since 2026-12-02) takes one row of BF16
+// better in the whole model: qwen2-7b BF16 one-token step 4.185-4.189 ms against 4.493-4.494 with
+// the float kernels, tg128 240.0-240.1 against 234.3 tok/s (H200, perf.md session 25).
+// DUET_MATVEC_FP8_CVT=sw: the software E4M3 conversion even where the hardware has one.
 enum class MmaDecodeSet { kNone, kFp8, kDefault, kAll };
 MmaDecodeSet mma_decode_set() {
   static const MmaDecodeSet set = [] {
     const char* e = std::getenv("DUET_MATVEC_MMA");
-    if (e == nullptr) return MmaDecodeSet::kDefault;
+    if (e == nullptr || std::strcmp(e, "all") == 0) return MmaDecodeSet::kAll;
     if (std::strcmp(e, "fp8") == 0) return MmaDecodeSet::kFp8;
-    if (std::strcmp(e, "all") == 0) return MmaDecodeSet::kAll;
+    if (std::strcmp(e, "2") == 0) return MmaDecodeSet::kDefault;
     return MmaDecodeSet::kNone;
   }();
   return set;
