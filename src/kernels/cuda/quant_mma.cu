@@ -187,7 +187,7 @@ __device__ __forceinline__ uint32_t deq_mul(uint32_t q, uint32_t magic, uint32_t
 constexpr int kStageWeights = 1, kStageX = 2, kStageAll = 3;
 // The thread's weight copies of a stage, K-quants: copy i is chunk c = threadIdx.x + i kThreads of
 // the stage (row c / kChunks16, 16-byte part c % kChunks16), whose source offset from the stage's
-// base, r pitch + 16 part, is the same in every stage: found once a launch (woff), so that a copy
+// base, r pitch + 16 part, is the same in every stage: found once a launch (off), so that a copy
 // is a compare, a select and an add (Q4_K at 32 tokens: ~14 integer instructions a copy before).
 template <DType T, int N, int W, int MT>
 struct WeightCopies {
@@ -399,15 +399,15 @@ __device__ __forceinline__ void compute_q45k(const uint8_t* st, const uint4* xs,
             lo = w & 0x0f0f0f0fu;
             hi = w & 0xf0f0f0f0u;
           }
-          const uint32_t kHiBytes = kQ5 ? magic64 : magic54;
+          const uint32_t hi_bytes = kQ5 ? magic64 : magic54;
           constexpr uint32_t kHiMagic = kQ5 ? 0x64006400u : 0x54005400u;
           af[mt][ii][rr] = deq_fma(__byte_perm(lo, magic64, 0x4140), 0x64006400u, s_lo[mt][rr],
                                    m_lo[mt][rr]);
           af[mt][ii][2 + rr] = deq_fma(__byte_perm(lo, magic64, 0x4342), 0x64006400u,
                                        s_lo[mt][rr], m_lo[mt][rr]);
-          af[mt][2 + ii][rr] = deq_fma(__byte_perm(hi, kHiBytes, 0x4140), kHiMagic, s_hi[mt][rr],
+          af[mt][2 + ii][rr] = deq_fma(__byte_perm(hi, hi_bytes, 0x4140), kHiMagic, s_hi[mt][rr],
                                        m_hi[mt][rr]);
-          af[mt][2 + ii][2 + rr] = deq_fma(__byte_perm(hi, kHiBytes, 0x4342), kHiMagic,
+          af[mt][2 + ii][2 + rr] = deq_fma(__byte_perm(hi, hi_bytes, 0x4342), kHiMagic,
                                            s_hi[mt][rr], m_hi[mt][rr]);
         }
       }
