@@ -113,7 +113,20 @@ bool fp8_fast_accum() {
 // better in the whole model: qwen2-7b BF16 one-token step 4.185-4.189 ms against 4.493-4.494 with
 // the float kernels, tg128 240.0-240.1 against 234.3 tok/s (H200, perf.md session 25).
 // DUET_MATVEC_FP8_CVT=sw: the software E4M3 conversion even where the hardware has one.
+// One-row F16/BF16 products of more than DUET_MATVEC_MMA_ROWS rows (default 65536: the output
+// products of vocabulary size, e.g. FP8 files' BF16 lm_head) stay on the float kernels: FP8 decode
+// was measured with its BF16 output product there (perf.md session 25, call 4), and the eager
+// per-op profile of qwen2-7b BF16 put that product at 243.5 us on the float kernel against 272.9 on
+// the streaming one (graph replays not measured yet).
 enum class MmaDecodeSet { kNone, kFp8, kDefault, kAll };
+int64_t mma_one_row_max_rows() {
+  static const int64_t rows = [] {
+    const char* e = std::getenv("DUET_MATVEC_MMA_ROWS");
+    const long long v = e != nullptr ? std::atoll(e) : 0;
+    return v > 0 ? static_cast<int64_t>(v) : int64_t{65536};
+  }();
+  return rows;
+}
 MmaDecodeSet mma_decode_set() {
   static const MmaDecodeSet set = [] {
     const char* e = std::getenv("DUET_MATVEC_MMA");
@@ -340,6 +353,7 @@ struct MatmulContext::Impl {
       case DType::kBF16:
         *kind = w.dtype == DType::kF16 ? K::kF16 : K::kBf16;
         if (set == MmaDecodeSet::kFp8 || (set == MmaDecodeSet::kDefault && n < 2)) return false;
+        if (n < 2 && w.n_rows > mma_one_row_max_rows()) return false;
         break;
       default: return false;
     }
