@@ -622,11 +622,13 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
     // The streaming decode kernel (int8 inputs never, F16 inputs for FP8 weight-only batches): the
     // o product zeroes the gate/up output, which that product then adds into (DUET_MV_ZERO).
     gu_mv_zeroed = L.fused_gu && mv_zero() && mm->streams_decode(L.wo.m, n) && mm->streams_decode(L.wgu.m, n);
+    // What the o product zeroes as its side job: the gate/up output, where gate/up adds into it.
+    const bool o_zeroes_gu = gu_mv_zeroed || gu_zero_by_o;
+    float* const gu_zero = o_zeroes_gu ? gu.as<float>() : nullptr;
+    const int64_t gu_zero_n = o_zeroes_gu ? int64_t(n) * 2 * ff : 0;
     if (o_q8) mm->matmul_q8(L.wo.m, n, X, d, s, /*accumulate=*/true);  // x += o
-    else if (o_f16) mm->matmul_f16(L.wo.m, n, X, d, s, gu_zero_by_o || gu_mv_zeroed ? gu.as<float>() : nullptr,
-                                   gu_zero_by_o || gu_mv_zeroed ? int64_t(n) * 2 * ff : 0);  // x += o
-    else mm->matmul(L.wo.m, A, qd, n, X, d, s, /*accumulate=*/true, gu_mv_zeroed ? gu.as<float>() : nullptr,
-                    gu_mv_zeroed ? int64_t(n) * 2 * ff : 0);
+    else if (o_f16) mm->matmul_f16(L.wo.m, n, X, d, s, gu_zero, gu_zero_n);  // x += o
+    else mm->matmul(L.wo.m, A, qd, n, X, d, s, /*accumulate=*/true, gu_zero, gu_zero_n);
     mark("matmul o");
     if (skip(kSkipFfnNorm)) {
     } else if (ffn_q8) {

@@ -333,8 +333,7 @@ struct MatmulContext::Impl {
   bool takes_staged_f16(const DeviceMatrix& w, int n) const {
     kernels::MatvecMmaKind kind;
     return w.dtype == DType::kF8_E4M3 && n >= kernels::matvec_mma_producers_min_tokens() &&
-           n <= kernels::kDecodeMaxTokens && n <= max_tokens &&
-           w.n_cols <= max_cols && mma_decode_kind(w, n, &kind) && kind == kernels::MatvecMmaKind::kFp8Hw &&
+           n <= kernels::kDecodeMaxTokens && mma_decode_kind(w, n, &kind) && kind == kernels::MatvecMmaKind::kFp8Hw &&
            kernels::matvec_mma_producers_stage();
   }
 
@@ -633,8 +632,8 @@ bool MatmulContext::accumulates(const DeviceMatrix& w, int n_tokens) const {
 
 bool MatmulContext::takes_f16(const DeviceMatrix& w, int n_tokens) const {
   const Impl& m = *impl_;
-  return (m.takes_mma(w, n_tokens) && mma_accumulates() && n_tokens <= m.max_tokens && w.n_cols <= m.max_cols) ||
-         m.takes_staged_f16(w, n_tokens);
+  return n_tokens <= m.max_tokens && w.n_cols <= m.max_cols &&
+         ((m.takes_mma(w, n_tokens) && mma_accumulates()) || m.takes_staged_f16(w, n_tokens));
 }
 
 // FP8 weight-only: the streaming kernel's staged F16 rows (64-column chunks: ld = n_cols rounded

@@ -804,21 +804,25 @@ void launch_stage(const float* x, int64_t ldx, int n, int valid, int n_chunks, v
 // against 380.1 / 379.9 (the staging launch costs what it saves), at eight 2.991 / 2.992 ms
 // against 3.161 / 3.163. DUET_MATVEC_STAGE (A/B knob): 0 never stages, 1 only by this launch
 // (no producers), unset (2) as described.
+// DUET_MATVEC_STAGE, -1 when unset: 0 never stages, 1 only by the staging launch, 2 as unset, 3
+// producers at one token too (read at each call, like the knobs above).
+int stage_mode() { return env_int("DUET_MATVEC_STAGE", 0, 3); }
+
 bool matvec_mma_stages(MatvecMmaKind kind, int n) {
   if (kind != MatvecMmaKind::kFp8Hw && kind != MatvecMmaKind::kFp8Soft && kind != MatvecMmaKind::kFp8Native)
     return false;
   if (!matvec_mma_zeroes()) return false;
-  const int mode = env_int("DUET_MATVEC_STAGE", 0, 2);
+  const int mode = stage_mode();
   if (mode == 0 || mode == 1) return mode == 1;
   return kind == MatvecMmaKind::kFp8Native || n >= 2;
 }
 
 bool matvec_mma_producers_stage() {
-  const int mode = env_int("DUET_MATVEC_STAGE", 0, 3);
+  const int mode = stage_mode();
   return matvec_mma_zeroes() && (mode < 0 || mode >= 2);
 }
 
-int matvec_mma_producers_min_tokens() { return env_int("DUET_MATVEC_STAGE", 0, 3) == 3 ? 1 : 2; }
+int matvec_mma_producers_min_tokens() { return stage_mode() == 3 ? 1 : 2; }
 
 // kMaxStreamWarps chunks of padding: the streaming kernel reads up to W - 1 chunks past the last.
 MatvecMmaStage matvec_mma_stage_size(int n, int64_t n_cols) {
