@@ -680,15 +680,14 @@ void launch_stream_hinted(const MvArgs& a, bool pdl, cudaStream_t s) {
 // 3.208-3.244 ms against 3.326-3.378; 256 bytes 364.1-364.9) and for native FP8 from staged
 // activations (session 24: 370.6 / 370.0 against 358.3 / 358.2 without, 256 bytes 369.9 /
 // 369.5; with its activations rounded in the kernel the hint had been neutral, 300.5 against
-// 301.1-302.1), none for the 16-bit kinds (not measured). DUET_MATVEC_L2PF=0|128|256 (benchmark
-// knob, read at each launch) overrides it.
+// 301.1-302.1, and it stays off there) and for F16/BF16 (session 26 call 3, qwen2-7b BF16
+// one-token decode, two rounds: tg128 255.9 / 256.4 tok/s against 241.0 / 241.6 without, 256
+// bytes 254.4 / 254.7). DUET_MATVEC_L2PF=0|128|256 (benchmark knob, read at each launch)
+// overrides it.
 template <MatvecMmaKind K, int MT, int W, int D, bool kStaged>
 void launch_stream_cfg(const MvArgs& a, bool pdl, cudaStream_t s) {
   int hint = env_int("DUET_MATVEC_L2PF", 0, 256);
-  if (hint < 0)
-    hint = K == MatvecMmaKind::kFp8Hw || K == MatvecMmaKind::kFp8Soft || (K == MatvecMmaKind::kFp8Native && kStaged)
-               ? 128
-               : 0;
+  if (hint < 0) hint = K == MatvecMmaKind::kFp8Native && !kStaged ? 0 : 128;
   switch (hint) {
     case 128: return launch_stream_hinted<K, MT, W, D, 128, kStaged>(a, pdl, s);
     case 256: return launch_stream_hinted<K, MT, W, D, 256, kStaged>(a, pdl, s);

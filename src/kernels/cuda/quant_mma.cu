@@ -789,13 +789,17 @@ void dispatch_tokens(const DeviceMatrix& w, const __half* x, int64_t ldx, int n,
 // two 4-warp CTAs share an SM (shared memory), and two CTAs pipeline their stages independently,
 // where one 8-warp CTA of twice the rows has units twice as coarse. H200 (2026-11-30): Q4_K 37888 x
 // 3584 n = 32 47.7 us against 50.5 with 8 x 2, Q6_K 52.7 against 57.8 (MmaBench); qwen2-7b Q4_K_M
-// 32-sequence step 4.21 / 4.22 ms against 4.41 / 4.42. Batches of 17-48 tokens (the four- and
-// six-tile instances) take 8 x 1: the same 128 rows and stages per CTA, twice the warps an SM to
-// hide the per-stage chain of shared-memory loads, decode and mma (16 instead of 8). H200
+// 32-sequence step 4.21 / 4.22 ms against 4.41 / 4.42. Batches of 33-48 tokens (the six-tile
+// instance) take 8 x 1: the same 128 rows and stages per CTA, twice the warps an SM to hide the
+// per-stage chain of shared-memory loads, decode and mma (16 instead of 8). H200
 // (2026-12-01, session 14 runs 3 and 6): 32-sequence step 3.354 / 3.344 ms against 3.382 / 3.386
 // with 4 x 2, 48 sequences 4.221 / 4.238 against 4.353 / 4.357; at 8 and 16 sequences 8 x 1 was
 // slower (2.525 / 2.521 and 2.837 / 2.831 against 2.422 / 2.437 and 2.724 / 2.721), at 64 level
-// (5.088 / 5.080 against 5.074 / 5.068). DUET_MMA_WARPS=4, 8 or 8x1 forces 4 x 2, 8 x 2 or 8 x 1
+// (5.088 / 5.080 against 5.074 / 5.068). Since the stage's instructions were cut (session 25), 4 x 2
+// wins again up to 32 tokens (2026-12-02, session 26 call 2, two rounds: 24 sequences 3.170 / 3.179
+// ms against 3.207 / 3.207 with 8 x 1, 32 sequences 3.277 / 3.285 against 3.325 / 3.319), and 8 x 1
+// keeps 33-48 tokens (48 sequences 4.124 / 4.121 against 4.167 / 4.169 with 4 x 2).
+// DUET_MMA_WARPS=4, 8 or 8x1 forces 4 x 2, 8 x 2 or 8 x 1
 // (read at every launch, so that a benchmark can compare them in one process; graph replays do
 // not come through here).
 enum class MmaCfg { kAuto, k4x2, k8x2, k8x1 };
@@ -813,7 +817,7 @@ void dispatch(const DeviceMatrix& w, const __half* x, int64_t ldx, int n, float*
   MmaCfg c = forced_cfg();
   if (c == MmaCfg::kAuto) {
     const int tiles = (n + 7) / 8;
-    c = tiles > 2 && tiles <= 6 ? MmaCfg::k8x1 : MmaCfg::k4x2;
+    c = tiles > 4 && tiles <= 6 ? MmaCfg::k8x1 : MmaCfg::k4x2;
   }
   switch (c) {
     case MmaCfg::k8x2: return dispatch_tokens<T, 8, 2>(w, x, ldx, n, y, ldy, dev, acc, pdl, z, s);
