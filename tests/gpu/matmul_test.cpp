@@ -12,6 +12,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "kernels/cuda/matmul.h"
@@ -543,40 +544,45 @@ TEST(MatvecMma, StreamKAddsIntoZeroedOutput) {
   cudaStreamDestroy(stream);
 }
 
-// The L2 prefetch-size hint of the streaming kernel's weight copies (128 bytes by default for FP8
-// weight-only; DUET_MATVEC_L2PF=0|64|128|256) changes no copy: the products must stay
-// bit-identical (whole units, no atomics: a deterministic order of sums).
+// The L2 prefetch-size hint of the streaming kernel's weight copies (128 bytes by default except
+// for native FP8 rounding its activations in the kernel; DUET_MATVEC_L2PF=0|64|128|256) changes
+// no copy: the products must stay bit-identical (whole units, no atomics: a deterministic order of
+// sums), FP8 weight-only and BF16.
 TEST(MatvecMma, L2FetchHintLeavesResultsUnchanged) {
   DeviceInfo dev;
   ASSERT_NO_FATAL_FAILURE(streaming_kernel_device(&dev));
   using K = kernels::MatvecMmaKind;
-  const Case c{DType::kF8_E4M3, Fp8Scale::kChannel, "FP8/channel"};
-  const K kind = K::kFp8Soft;  // sm_80+
   const int64_t rows = 4608, cols = 3584;
   const int n = 3;
-  auto w = upload_matrix(make_matrix(c, rows, cols, 515).view(), dev, Fp8Mode::kWeightOnly);
-  ASSERT_TRUE(w.is_ok()) << w.status().message();
   const std::vector<float> x = host_rows(n, cols, cols, 516);
   float *dx = nullptr, *dy = nullptr;
   ASSERT_EQ(cudaMalloc(&dx, x.size() * 4), cudaSuccess);
   ASSERT_EQ(cudaMalloc(&dy, size_t{n} * rows * 4), cudaSuccess);
   ASSERT_EQ(cudaMemcpy(dx, x.data(), x.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
-  auto run = [&] {
-    std::vector<float> y(size_t{n} * rows);
-    kernels::launch_matvec_mma(w->m, kind, dx, cols, n, dy, rows, false, false, nullptr);
-    EXPECT_EQ(cudaMemcpy(y.data(), dy, y.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
-    return y;
-  };
-  setenv("DUET_MATVEC_L2PF", "0", 1);
-  const std::vector<float> plain = run();
-  unsetenv("DUET_MATVEC_L2PF");
-  const std::vector<float> by_default = run();
-  EXPECT_EQ(std::memcmp(plain.data(), by_default.data(), plain.size() * 4), 0) << "the launcher's default hint";
-  for (const char* bytes : {"64", "128", "256"}) {
-    setenv("DUET_MATVEC_L2PF", bytes, 1);
-    const std::vector<float> hinted = run();
+  const std::pair<Case, K> kinds[] = {{{DType::kF8_E4M3, Fp8Scale::kChannel, "FP8/channel"}, K::kFp8Soft},  // sm_80+
+                                      {{DType::kBF16, Fp8Scale::kNone, "BF16"}, K::kBf16}};
+  for (const auto& [c, kind] : kinds) {
+    auto w = upload_matrix(make_matrix(c, rows, cols, 515).view(), dev, Fp8Mode::kWeightOnly);
+    ASSERT_TRUE(w.is_ok()) << w.status().message();
+    auto run = [&, kind = kind] {
+      std::vector<float> y(size_t{n} * rows);
+      kernels::launch_matvec_mma(w->m, kind, dx, cols, n, dy, rows, false, false, nullptr);
+      EXPECT_EQ(cudaMemcpy(y.data(), dy, y.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+      return y;
+    };
+    setenv("DUET_MATVEC_L2PF", "0", 1);
+    const std::vector<float> plain = run();
     unsetenv("DUET_MATVEC_L2PF");
-    EXPECT_EQ(std::memcmp(plain.data(), hinted.data(), plain.size() * 4), 0) << "DUET_MATVEC_L2PF=" << bytes;
+    const std::vector<float> by_default = run();
+    EXPECT_EQ(std::memcmp(plain.data(), by_default.data(), plain.size() * 4), 0)
+        << c.name << ": the launcher's default hint";
+    for (const char* bytes : {"64", "128", "256"}) {
+      setenv("DUET_MATVEC_L2PF", bytes, 1);
+      const std::vector<float> hinted = run();
+      unsetenv("DUET_MATVEC_L2PF");
+      EXPECT_EQ(std::memcmp(plain.data(), hinted.data(), plain.size() * 4), 0)
+          << c.name << ": DUET_MATVEC_L2PF=" << bytes;
+    }
   }
   cudaFree(dx);
   cudaFree(dy);
