@@ -796,9 +796,10 @@ void dispatch_tokens(const DeviceMatrix& w, const __half* x, int64_t ldx, int n,
 // with 4 x 2, 48 sequences 4.221 / 4.238 against 4.353 / 4.357; at 8 and 16 sequences 8 x 1 was
 // slower (2.525 / 2.521 and 2.837 / 2.831 against 2.422 / 2.437 and 2.724 / 2.721), at 64 level
 // (5.088 / 5.080 against 5.074 / 5.068). Since the stage's instructions were cut (session 25), 4 x 2
-// wins again up to 32 tokens (2026-12-02, session 26 call 2, two rounds: 24 sequences 3.170 / 3.179
-// ms against 3.207 / 3.207 with 8 x 1, 32 sequences 3.277 / 3.285 against 3.325 / 3.319), and 8 x 1
-// keeps 33-48 tokens (48 sequences 4.124 / 4.121 against 4.167 / 4.169 with 4 x 2).
+// is at least level up to 32 tokens (2026-12-02, session 26 call 2, two rounds: 24 sequences
+// 3.170 / 3.179 ms against 3.207 / 3.207 with 8 x 1, 32 sequences 3.277 / 3.285 against 3.325 /
+// 3.319; call 3, another H200: 32 sequences 3.324 / 3.332 against 3.335), and 8 x 1 keeps 33-48
+// tokens (call 2: 48 sequences 4.124 / 4.121 against 4.167 / 4.169 with 4 x 2).
 // DUET_MMA_WARPS=4, 8 or 8x1 forces 4 x 2, 8 x 2 or 8 x 1
 // (read at every launch, so that a benchmark can compare them in one process; graph replays do
 // not come through here).
