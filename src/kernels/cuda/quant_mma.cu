@@ -804,11 +804,24 @@ void dispatch_tokens(const DeviceMatrix& w, const __half* x, int64_t ldx, int n,
 // (read at every launch, so that a benchmark can compare them in one process; graph replays do
 // not come through here).
 enum class MmaCfg { kAuto, k4x2, k8x2, k8x1 };
-MmaCfg forced_cfg() {
-  const char* e = std::getenv("DUET_MMA_WARPS");
+MmaCfg cfg_from_env(const char* name) {
+  const char* e = std::getenv(name);
   if (e == nullptr || *e == 0) return MmaCfg::kAuto;
   if (std::strcmp(e, "8x1") == 0) return MmaCfg::k8x1;
   return std::atoi(e) == 8 ? MmaCfg::k8x2 : MmaCfg::k4x2;
+}
+MmaCfg forced_cfg() { return cfg_from_env("DUET_MMA_WARPS"); }
+
+// DUET_MMA_SMALL_WARPS=4|8|8x1 (A/B knob, read at every launch; unset: no change): the CTA shape
+// for small products, those of at most two 128-row units a CTA slot (two CTAs an SM), e.g.
+// qwen2-7b's o (392 units) and q/k/v products (448 and 56) beside gate/up (4144) and down (2072).
+// Their CTAs run two stages each, started only when attention's shared memory frees (session 20's
+// trace: the 32-sequence o product takes 10.4 us for 7.2 MB), so their time is per-stage latency
+// rather than the stream the larger products keep; 8 x 1 halves a warp's share of each stage.
+// Not yet measured.
+bool small_product(const DeviceMatrix& w, int dev) {
+  const int64_t units = (w.n_rows + 127) / 128 * ((w.n_cols + kSbCols - 1) / kSbCols);
+  return units <= 2 * 2 * static_cast<int64_t>(sm_count(dev));
 }
 
 template <DType T>
@@ -816,6 +829,10 @@ void dispatch(const DeviceMatrix& w, const __half* x, int64_t ldx, int n, float*
               bool acc, bool pdl, ZeroJob z, cudaStream_t s) {
   const int dev = current_device();
   MmaCfg c = forced_cfg();
+  if (c == MmaCfg::kAuto) {
+    const MmaCfg small = cfg_from_env("DUET_MMA_SMALL_WARPS");
+    if (small != MmaCfg::kAuto && small_product(w, dev)) c = small;
+  }
   if (c == MmaCfg::kAuto) {
     const int tiles = (n + 7) / 8;
     c = tiles > 4 && tiles <= 6 ? MmaCfg::k8x1 : MmaCfg::k4x2;
