@@ -6,8 +6,11 @@ replay's critical path ("advance": how far the kernel's end moved the latest end
 start order; the advances of a replay sum to its span, so they say where the wall-clock time of a
 step goes when programmatic launches overlap kernels).
 
-Usage: ktrace_report.py TRACE.csv [--min-replays N] [--skip N] [--json OUT]
-  --skip N: leave out each graph's first N replays (warm-up)."""
+Usage: ktrace_report.py TRACE.csv [--min-replays N] [--skip N] [--json OUT] [--timeline FIRST LAST [--graph G]]
+  --skip N: leave out each graph's first N replays (warm-up).
+  --timeline FIRST LAST: instead, the kernels at positions FIRST .. LAST - 1 of each replay (in start
+    order) with their mean start and end in us from position FIRST's start, e.g. one decoder layer
+    (graph G, else the graph with the most replays)."""
 import argparse
 import collections
 import csv
@@ -61,10 +64,7 @@ def analyse(by_graph, skip=2, min_replays=3):
     report = []
     for g, recs in sorted(by_graph.items()):
         nodes = len({r[2] for r in recs})
-        recs = sorted(recs)
-        if len(recs) % nodes != 0:
-            continue
-        replays = [recs[i:i + nodes] for i in range(0, len(recs), nodes)][skip:]
+        replays = replays_of(recs, skip)
         if len(replays) < min_replays:
             continue
         spans, busy, adv, count = [], collections.Counter(), collections.Counter(), collections.Counter()
@@ -85,13 +85,51 @@ def analyse(by_graph, skip=2, min_replays=3):
     return report
 
 
+def replays_of(recs, skip):
+    """A graph's records cut into replays of its node count, each in start order, the first `skip`
+    left out; [] when the records are not whole replays."""
+    nodes = len({r[2] for r in recs})
+    recs = sorted(recs)
+    if len(recs) % nodes != 0:
+        return []
+    return [recs[i:i + nodes] for i in range(0, len(recs), nodes)][skip:]
+
+
+def timeline(by_graph, first, last, graph=None, skip=2):
+    """Positions first .. last - 1 of the replays of `graph` (else the graph with the most
+    replays): per position its kind and mean start / end (us) from position first's start."""
+    if graph is None:
+        graph = max(by_graph, key=lambda g: len(replays_of(by_graph[g], skip)), default=None)
+    reps = replays_of(by_graph.get(graph, []), skip)
+    if not reps or not 0 <= first < last <= len(reps[0]):
+        return {"graph": graph, "replays": len(reps), "rows": []}
+    rows = []
+    for i in range(first, last):
+        starts = [rep[i][0] - rep[first][0] for rep in reps]
+        ends = [rep[i][1] - rep[first][0] for rep in reps]
+        rows.append({"position": i, "kind": reps[0][i][3], "start_us": sum(starts) / len(reps) / 1e3,
+                     "end_us": sum(ends) / len(reps) / 1e3})
+    return {"graph": graph, "replays": len(reps), "rows": rows}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("trace")
     ap.add_argument("--min-replays", type=int, default=3)
     ap.add_argument("--skip", type=int, default=2)
     ap.add_argument("--json")
+    ap.add_argument("--timeline", nargs=2, type=int, metavar=("FIRST", "LAST"))
+    ap.add_argument("--graph", type=int)
     a = ap.parse_args()
+    if a.timeline:
+        tl = timeline(read_trace(a.trace), a.timeline[0], a.timeline[1], a.graph, a.skip)
+        print(f"graph {tl['graph']}, {tl['replays']} replays; us from position {a.timeline[0]}'s start")
+        for r in tl["rows"]:
+            print(f"  {r['position']:4d} {r['kind'][:58]:58s} start {r['start_us']:8.2f} end {r['end_us']:8.2f}")
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump(tl, f, indent=1)
+        return
     report = analyse(read_trace(a.trace), a.skip, a.min_replays)
     for g in report:
         span = g["span_us"]

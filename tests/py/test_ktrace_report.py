@@ -40,3 +40,27 @@ def test_replays_busy_and_advance(tmp_path):
     assert g["kinds"][0]["kind"].startswith("matmul_mma_kernel")  # largest advance first
     # Too few replays: nothing reported.
     assert ktrace_report.analyse(ktrace_report.read_trace(path), skip=2, min_replays=3) == []
+
+
+def test_timeline(tmp_path):
+    lines = ["start_ns,end_ns,graph_id,graph_node_id,correlation_id,stream_id,grid,block,dyn_smem,name"]
+    for k in range(5):  # graph 5: norm, product, norm; replays 1 us apart in start, product 1-2 us late
+        t = 1_000_000 * k
+        lines.append(f"{t},{t + 2000},5,11,1,7,1x1x1,1024x1x1,0,{NORM}")
+        lines.append(f"{t + 500 + 1000 * (k % 2)},{t + 9000},5,12,2,7,259x1x1,256x1x1,0,{MMA}")
+        lines.append(f"{t + 8000},{t + 10000},5,13,3,7,1x1x1,1024x1x1,0,{NORM}")
+    for k in range(3):  # graph 6: fewer replays, not chosen by default
+        lines.append(f"{9_000_000 + k * 1000},{9_000_000 + k * 1000 + 500},6,1,4,7,1x1x1,32x1x1,0,{NORM}")
+    path = tmp_path / "trace.csv"
+    path.write_text("\n".join(lines) + "\n")
+    tl = ktrace_report.timeline(ktrace_report.read_trace(path), 1, 3, skip=1)
+    assert tl["graph"] == 5 and tl["replays"] == 4
+    assert [r["position"] for r in tl["rows"]] == [1, 2]
+    assert tl["rows"][0]["kind"] == "matmul_mma_kernel<12,4,8,1> g259"
+    # Position 1's start: 0.5 us after the norm in replays 2 and 4, 1.5 us in 1 and 3: it is the origin.
+    assert tl["rows"][0]["start_us"] == 0.0
+    assert abs(tl["rows"][0]["end_us"] - (9.0 - 1.0)) < 1e-9  # ends at 9 us, starts at 1 us on average
+    assert abs(tl["rows"][1]["start_us"] - 7.0) < 1e-9 and abs(tl["rows"][1]["end_us"] - 9.0) < 1e-9
+    # Out of range or another graph.
+    assert ktrace_report.timeline(ktrace_report.read_trace(path), 2, 4, skip=1)["rows"] == []
+    assert ktrace_report.timeline(ktrace_report.read_trace(path), 0, 1, graph=6, skip=0)["replays"] == 3
