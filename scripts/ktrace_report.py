@@ -63,10 +63,10 @@ def analyse(by_graph, skip=2, min_replays=3):
     advance first. Graphs whose kernel count is not a multiple of their node count are left out."""
     report = []
     for g, recs in sorted(by_graph.items()):
-        nodes = len({r[2] for r in recs})
         replays = replays_of(recs, skip)
         if len(replays) < min_replays:
             continue
+        nodes = len(replays[0])
         spans, busy, adv, count = [], collections.Counter(), collections.Counter(), collections.Counter()
         for rep in replays:
             t0 = rep[0][0]

@@ -118,7 +118,7 @@ bool fp8_fast_accum() {
 // was measured with its BF16 output product there (perf.md session 25, call 4), and the eager
 // per-op profile of qwen2-7b BF16 put that product at 243.5 us on the float kernel against 272.9 on
 // the streaming one (graph replays not measured yet).
-enum class MmaDecodeSet { kNone, kFp8, kDefault, kAll };
+enum class MmaDecodeSet { kNone, kFp8, kFromTwoRows, kAll };
 int64_t mma_one_row_max_rows() {
   static const int64_t rows = [] {
     const char* e = std::getenv("DUET_MATVEC_MMA_ROWS");
@@ -132,7 +132,7 @@ MmaDecodeSet mma_decode_set() {
     const char* e = std::getenv("DUET_MATVEC_MMA");
     if (e == nullptr || std::strcmp(e, "all") == 0) return MmaDecodeSet::kAll;
     if (std::strcmp(e, "fp8") == 0) return MmaDecodeSet::kFp8;
-    if (std::strcmp(e, "2") == 0) return MmaDecodeSet::kDefault;
+    if (std::strcmp(e, "2") == 0) return MmaDecodeSet::kFromTwoRows;
     return MmaDecodeSet::kNone;
   }();
   return set;
@@ -351,7 +351,7 @@ struct MatmulContext::Impl {
       case DType::kF16:
       case DType::kBF16:
         *kind = w.dtype == DType::kF16 ? K::kF16 : K::kBf16;
-        if (set == MmaDecodeSet::kFp8 || (set == MmaDecodeSet::kDefault && n < 2)) return false;
+        if (set == MmaDecodeSet::kFp8 || (set == MmaDecodeSet::kFromTwoRows && n < 2)) return false;
         if (n < 2 && w.n_rows > mma_one_row_max_rows()) return false;
         break;
       default: return false;
