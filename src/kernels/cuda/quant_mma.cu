@@ -818,7 +818,11 @@ MmaCfg forced_cfg() { return cfg_from_env("DUET_MMA_WARPS"); }
 // Their CTAs run two stages each, started only when attention's shared memory frees (session 20's
 // trace: the 32-sequence o product takes 10.4 us for 7.2 MB), so their time is per-stage latency
 // rather than the stream the larger products keep; 8 x 1 halves a warp's share of each stage.
-// Not yet measured.
+// Measured on three H200s (session 27, qwen2-7b Q4_K_M, 32-sequence step ms, rounds interleaved):
+// 8 x 1 3.275 / 3.290 against 3.317 / 3.296 unset (8 x 2 3.329 / 3.344); 3.282 / 3.279 / 3.288
+// against 3.300 / 3.328 / 3.278; 3.298 / 3.303 / 3.313 against 3.278 / 3.278 / 3.279. Level
+// within the machines' noise, so the default stays. (8 x 1 for every Q6_K product, tried the same
+// way: 3.312 / 3.289 / 3.315, not kept.)
 bool small_product(const DeviceMatrix& w, int dev) {
   const int64_t units = (w.n_rows + 127) / 128 * ((w.n_cols + kSbCols - 1) / kSbCols);
   return units <= 2 * 2 * static_cast<int64_t>(sm_count(dev));
