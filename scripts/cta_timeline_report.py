@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""Per-CTA timelines of the decode products, from the diagnostic build's CSV.
+
+Build and record (kernels/cuda/cta_timeline.h):
+  cmake -S . -B build-cta -G Ninja -DCMAKE_BUILD_TYPE=Release -DDUET_CUDA=ON -DDUET_CTA_TIMELINE=ON
+  ninja -C build-cta duet
+  DUET_CTA_TIMELINE_OUT=cta.csv build-cta/duet bench -m MODEL -p 0 -n 16 -r 1 [-b 32]
+  scripts/cta_timeline_report.py cta.csv [--skip N] [--detail KIND] [--json FILE]
+
+Each CSV row is one CTA of one launch of an instrumented kernel (the streaming FP8/F16/BF16
+decode kernel, the quantized MMA kernel): its matrix (w), block, SM, and three %globaltimer
+times in ns: when it started (became resident), when its programmatic-launch wait returned, and
+when it ended. Launches are the rows of one (w, grid) cut into groups of `grid` in start order.
+A launch's kind is its row count, grid and the row count of the launch before it, so that the
+3584-row o product (after q/k/v) and down product (after gate/up) of a 7B model stay apart.
+Per launch, relative to the first return of its wait (its producer's completion, "release"):
+  first / last start: when its first and last CTAs started (negative: before the release);
+  late: CTAs that started after the release (not resident while the producer ran);
+  work med / max: t_end - t_wait of its CTAs (each CTA's time after its own wait);
+  end: its last CTA's end (the launch's time after the release).
+The table gives each kind's mean over its launches (the first --skip launches of each matrix left
+out: warm-up and graph capture); --detail KIND lists one launch of that kind CTA by CTA.
+"""
+import argparse
+import csv
+import json
+import statistics
+import sys
+from collections import defaultdict
+
+
+def read_records(path):
+    rows = []
+    with open(path, newline="") as f:
+        for r in csv.DictReader(f):
+            rows.append({"w": r["w"], "block": int(r["block"]), "smid": int(r["smid"]),
+                         "t_start": int(r["t_start"]), "t_wait": int(r["t_wait"]), "t_end": int(r["t_end"]),
+                         "grid": int(r["grid"]), "rows": int(r["rows"])})
+    return rows
+
+
+def launches(records):
+    """The complete launches, in start order: lists of CTA records of one (w, grid)."""
+    by_key = defaultdict(list)
+    for r in records:
+        by_key[(r["w"], r["grid"])].append(r)
+    out = []
+    for (w, grid), rs in by_key.items():
+        rs.sort(key=lambda r: r["t_start"])
+        for i in range(0, len(rs) - grid + 1, grid):
+            group = rs[i:i + grid]
+            if len({r["block"] for r in group}) == grid:  # every block once: a whole launch
+                out.append(group)
+    out.sort(key=lambda g: min(r["t_start"] for r in g))
+    return out
+
+
+def launch_stats(group):
+    release = min(r["t_wait"] for r in group)
+    starts = [r["t_start"] for r in group]
+    work = [r["t_end"] - r["t_wait"] for r in group]
+    return {
+        "first_start_us": (min(starts) - release) / 1e3,
+        "last_start_us": (max(starts) - release) / 1e3,
+        "late": sum(1 for s in starts if s > release),
+        "work_med_us": statistics.median(work) / 1e3,
+        "work_max_us": max(work) / 1e3,
+        "end_us": (max(r["t_end"] for r in group) - release) / 1e3,
+    }
+
+
+def analyse(records, skip=1):
+    ls = launches(records)
+    seen = defaultdict(int)  # launches of each matrix so far
+    kinds = {}
+    prev_rows = 0
+    for g in ls:
+        w, grid, rows = g[0]["w"], g[0]["grid"], g[0]["rows"]
+        kind = f"{rows} rows g{grid} after {prev_rows}"
+        prev_rows = rows
+        seen[w] += 1
+        if seen[w] <= skip:
+            continue
+        k = kinds.setdefault(kind, {"kind": kind, "rows": rows, "grid": grid, "launches": 0, "stats": []})
+        k["launches"] += 1
+        k["stats"].append(launch_stats(g))
+    out = []
+    for k in kinds.values():
+        mean = {f: statistics.fmean(s[f] for s in k["stats"]) for f in k["stats"][0]}
+        out.append({"kind": k["kind"], "rows": k["rows"], "grid": k["grid"], "launches": k["launches"], **mean})
+    out.sort(key=lambda k: -k["end_us"] * k["launches"])
+    return out, ls
+
+
+def detail(ls, kind, skip=1):
+    """The CTAs of the median-end launch of `kind`, relative to its release, in start order."""
+    picked, prev_rows, seen = [], 0, defaultdict(int)
+    for g in ls:
+        k = f"{g[0]['rows']} rows g{g[0]['grid']} after {prev_rows}"
+        prev_rows = g[0]["rows"]
+        seen[g[0]["w"]] += 1
+        if k == kind and seen[g[0]["w"]] > skip:
+            picked.append(g)
+    if not picked:
+        return []
+    picked.sort(key=lambda g: launch_stats(g)["end_us"])
+    g = picked[len(picked) // 2]
+    release = min(r["t_wait"] for r in g)
+    return [{"block": r["block"], "smid": r["smid"], "start_us": (r["t_start"] - release) / 1e3,
+             "wait_us": (r["t_wait"] - release) / 1e3, "end_us": (r["t_end"] - release) / 1e3}
+            for r in sorted(g, key=lambda r: r["t_start"])]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("csv")
+    ap.add_argument("--skip", type=int, default=1, help="launches of each matrix left out first (default 1)")
+    ap.add_argument("--detail", help="a kind from the table: list one of its launches CTA by CTA")
+    ap.add_argument("--json", help="write the table (and the detail) as JSON here")
+    args = ap.parse_args(argv)
+    table, ls = analyse(read_records(args.csv), args.skip)
+    if not table:
+        print("no complete launches in", args.csv, file=sys.stderr)
+        return 1
+    print(f"{len(ls)} launches; us from each launch's release (its wait's first return)")
+    print(f"  {'kind':<36} {'launches':>8} {'1st start':>9} {'last start':>10} {'late':>6} "
+          f"{'work med':>8} {'work max':>8} {'end':>7}")
+    for k in table:
+        print(f"  {k['kind']:<36} {k['launches']:>8} {k['first_start_us']:>9.2f} {k['last_start_us']:>10.2f} "
+              f"{k['late']:>6.1f} {k['work_med_us']:>8.2f} {k['work_max_us']:>8.2f} {k['end_us']:>7.2f}")
+    ctas = detail(ls, args.detail, args.skip) if args.detail else []
+    if args.detail:
+        print(f"\n{args.detail}: the median launch's CTAs (us from its release)")
+        print(f"  {'block':>5} {'sm':>4} {'start':>8} {'wait':>8} {'end':>8}")
+        for c in ctas:
+            print(f"  {c['block']:>5} {c['smid']:>4} {c['start_us']:>8.2f} {c['wait_us']:>8.2f} {c['end_us']:>8.2f}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"kinds": table, "detail": ctas}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
