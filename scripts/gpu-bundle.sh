@@ -3,7 +3,7 @@
 # sm_90 by default, DUET_CUDA_ARCHS overrides) and gathers what scripts/gpu-check.sh needs on a
 # GPU machine that lacks the build dependencies: the stripped duet binary, the GPU test
 # executables, the tokenizers `duet synth` embeds, and the kernel tracer with its CUPTI.
-# Usage: scripts/gpu-bundle.sh [OUT_DIR (default .devcarry/gpu)]
+# Usage: [CTA_TIMELINE=1] scripts/gpu-bundle.sh [OUT_DIR (default .devcarry/gpu)]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-.devcarry/gpu}
@@ -24,6 +24,15 @@ if ninja -C build-gpu -t targets all | grep '^duet_ktrace:' >/dev/null; then  # 
   cp build-gpu/libduet_ktrace.so "$out/"
   cupti=$(ldd build-gpu/libduet_ktrace.so | awk '/libcupti/ {print $3}')
   [ -n "$cupti" ] && cp "$cupti" "$out/"
+fi
+# CTA_TIMELINE=1: also the diagnostic build with per-CTA timelines (kernels/cuda/cta_timeline.h) as
+# duet-cta, for `DUET_CTA_TIMELINE_OUT=cta.csv duet-cta bench ...` and scripts/cta_timeline_report.py.
+if [ "${CTA_TIMELINE:-0}" = 1 ]; then
+  cmake -S . -B build-cta -G Ninja -DCMAKE_BUILD_TYPE=Release -DDUET_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$archs" \
+    -DCMAKE_CUDA_COMPILER="$nvcc" -DDUET_CTA_TIMELINE=ON -DDUET_TESTS=OFF >/dev/null
+  ninja -C build-cta -j"${DUET_JOBS:-2}" duet
+  cp build-cta/duet "$out/duet-cta"
+  strip "$out/duet-cta"
 fi
 for t in qwen3 llama3; do cp -r ../shared/tokenizers/$t "$out/tokenizers/"; done
 du -sh "$out"

@@ -16,6 +16,7 @@
 #include "base/check.h"
 #include "base/env.h"
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/cta_timeline.h"
 #include "kernels/cuda/ops.h"
 #include "model/arch_traits.h"
 #include "runtime/cuda_check.h"
@@ -777,8 +778,13 @@ void CudaModel::Impl::forward_body(int n, int n_out, const AttentionBatch& ab, c
   mark("matmul output");
 }
 
+#ifdef DUET_CTA_TIMELINE  // the diagnostic build's per-CTA timelines (kernels/cuda/cta_timeline.h)
+CudaModel::CudaModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) { kernels::cta_timeline_start(); }
+CudaModel::~CudaModel() { kernels::cta_timeline_dump(); }
+#else
 CudaModel::CudaModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 CudaModel::~CudaModel() = default;
+#endif
 
 const HParams& CudaModel::hparams() const { return impl_->w.hp; }
 uint32_t CudaModel::kv_block_size() const { return impl_->opt.kv_block_size; }

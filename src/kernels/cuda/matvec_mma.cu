@@ -53,6 +53,8 @@
 
 #include "base/check.h"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/cta_timeline.cuh"
+#include "kernels/cuda/cta_timeline.h"
 #include "kernels/cuda/matvec_mma.h"
 #include "kernels/cuda/quant_types.cuh"
 #include "runtime/cuda_check.h"
@@ -469,6 +471,9 @@ __global__ void __launch_bounds__(W * 32) matvec_mma_stream_kernel(MvArgs a, int
   constexpr int E = KindOf<K>::kElems;
   constexpr bool kNative = K == MatvecMmaKind::kFp8Native;
   pdl_trigger();
+#ifdef DUET_CTA_TIMELINE
+  const unsigned long long cta_t0 = detail::cta_clock();
+#endif
   const int tid = static_cast<int>(threadIdx.x);
   const int lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, p = lane & 3;
@@ -530,6 +535,9 @@ __global__ void __launch_bounds__(W * 32) matvec_mma_stream_kernel(MvArgs a, int
 #pragma unroll
   for (int d = 0; d < D - 1; ++d) copy_next(d);
   pdl_wait();  // activations (and y, when accumulating) come from the previous kernel
+#ifdef DUET_CTA_TIMELINE
+  const unsigned long long cta_t1 = detail::cta_clock();
+#endif
   if (a.zero_n > 0)  // the side job: a later product's output, zeroed for its atomic sums
     for (int64_t i = b * T + tid; i < a.zero_n; i += G * T) a.zero[i] = 0.f;
   const bool has_x = g < a.n;
@@ -610,6 +618,9 @@ __global__ void __launch_bounds__(W * 32) matvec_mma_stream_kernel(MvArgs a, int
     __syncthreads();
   }
   detail::cp_async_wait<0>();
+#ifdef DUET_CTA_TIMELINE
+  detail::cta_record(a.w, a.n_rows, cta_t0, cta_t1);
+#endif
 #else
   __trap();
 #endif
@@ -862,6 +873,10 @@ bool matvec_mma_fits(const DeviceMatrix& w, MatvecMmaKind kind) {
 }
 
 bool matvec_mma_zeroes() { return env_int("DUET_MATVEC_STREAM", 0, 1) != 0; }
+
+#ifdef DUET_CTA_TIMELINE
+DUET_CTA_TIMELINE_BIND(cta_timeline_bind_matvec_mma)
+#endif
 
 namespace {
 

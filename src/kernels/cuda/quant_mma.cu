@@ -16,6 +16,8 @@
 
 #include "base/check.h"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/cta_timeline.cuh"
+#include "kernels/cuda/cta_timeline.h"
 #include "kernels/cuda/quant_mma.h"
 #include "kernels/cuda/quant_types.cuh"
 #include "runtime/cuda_check.h"
@@ -609,6 +611,9 @@ __global__ void __launch_bounds__(32 * W, (W == 8 && MT == 1 && N <= 6) ? 2 : 1)
   using S = MmaShape<T, N, W, MT>;
   extern __shared__ __align__(16) uint8_t smem[];
   detail::pdl_trigger();
+#ifdef DUET_CTA_TIMELINE
+  const unsigned long long cta_t0 = detail::cta_clock();
+#endif
   const int64_t u_begin = static_cast<int64_t>(blockIdx.x) * a.units / gridDim.x;
   const int count = static_cast<int>(static_cast<int64_t>(blockIdx.x + 1) * a.units / gridDim.x - u_begin);
   const int spr = static_cast<int>(a.spr);
@@ -626,6 +631,9 @@ __global__ void __launch_bounds__(32 * W, (W == 8 && MT == 1 && N <= 6) ? 2 : 1)
     if (++sb_l == spr) sb_l = 0, ++rb_l;
   }
   detail::pdl_wait();
+#ifdef DUET_CTA_TIMELINE
+  const unsigned long long cta_t1 = detail::cta_clock();
+#endif
   {
     int64_t rb_x = rb_c;
     int sb_x = sb_c;
@@ -684,6 +692,9 @@ __global__ void __launch_bounds__(32 * W, (W == 8 && MT == 1 && N <= 6) ? 2 : 1)
     if (++sb_c == spr) sb_c = 0, ++rb_c;
   }
   cp_async_wait<0>();
+#ifdef DUET_CTA_TIMELINE
+  detail::cta_record(a.w, a.n_rows, cta_t0, cta_t1);
+#endif
 #else
   static_assert(kXChunks * 8 == kSbCols && MmaType<T>::kChunks16 * 16 >= MmaType<T>::kBlockBytes,
                 "stage layout");
@@ -849,6 +860,10 @@ void dispatch(const DeviceMatrix& w, const __half* x, int64_t ldx, int n, float*
 }
 
 }  // namespace
+
+#ifdef DUET_CTA_TIMELINE
+DUET_CTA_TIMELINE_BIND(cta_timeline_bind_quant_mma)
+#endif
 
 bool mma_supported(DType t) {
   return t == DType::kQ4_K || t == DType::kQ5_K || t == DType::kQ6_K || t == DType::kQ8_0;
