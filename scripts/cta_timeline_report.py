@@ -69,41 +69,37 @@ def launch_stats(group):
     }
 
 
-def analyse(records, skip=1):
-    ls = launches(records)
+def labelled(ls, skip):
+    """(kind, launch) for each launch in start order past its matrix's first `skip` launches."""
     seen = defaultdict(int)  # launches of each matrix so far
-    kinds = {}
     prev_rows = 0
     for g in ls:
-        w, grid, rows = g[0]["w"], g[0]["grid"], g[0]["rows"]
-        kind = f"{rows} rows g{grid} after {prev_rows}"
-        prev_rows = rows
-        seen[w] += 1
-        if seen[w] <= skip:
-            continue
-        k = kinds.setdefault(kind, {"kind": kind, "rows": rows, "grid": grid, "launches": 0, "stats": []})
-        k["launches"] += 1
+        kind = f"{g[0]['rows']} rows g{g[0]['grid']} after {prev_rows}"
+        prev_rows = g[0]["rows"]
+        seen[g[0]["w"]] += 1
+        if seen[g[0]["w"]] > skip:
+            yield kind, g
+
+
+def analyse(records, skip=1):
+    ls = launches(records)
+    kinds = {}
+    for kind, g in labelled(ls, skip):
+        k = kinds.setdefault(kind, {"kind": kind, "rows": g[0]["rows"], "grid": g[0]["grid"], "stats": []})
         k["stats"].append(launch_stats(g))
     out = []
     for k in kinds.values():
         mean = {f: statistics.fmean(s[f] for s in k["stats"]) for f in k["stats"][0]}
-        out.append({"kind": k["kind"], "rows": k["rows"], "grid": k["grid"], "launches": k["launches"], **mean})
+        out.append({"kind": k["kind"], "rows": k["rows"], "grid": k["grid"], "launches": len(k["stats"]), **mean})
     out.sort(key=lambda k: -k["end_us"] * k["launches"])
     return out, ls
 
 
 def detail(ls, kind, skip=1):
     """The CTAs of the median-end launch of `kind`, relative to its release, in start order."""
-    picked, prev_rows, seen = [], 0, defaultdict(int)
-    for g in ls:
-        k = f"{g[0]['rows']} rows g{g[0]['grid']} after {prev_rows}"
-        prev_rows = g[0]["rows"]
-        seen[g[0]["w"]] += 1
-        if k == kind and seen[g[0]["w"]] > skip:
-            picked.append(g)
+    picked = sorted((g for k, g in labelled(ls, skip) if k == kind), key=lambda g: launch_stats(g)["end_us"])
     if not picked:
         return []
-    picked.sort(key=lambda g: launch_stats(g)["end_us"])
     g = picked[len(picked) // 2]
     release = min(r["t_wait"] for r in g)
     return [{"block": r["block"], "smid": r["smid"], "start_us": (r["t_start"] - release) / 1e3,

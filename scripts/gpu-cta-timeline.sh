@@ -9,14 +9,13 @@
 # Usage: scripts/gpu-cta-timeline.sh BUNDLE.tar.xz OUT
 set -uo pipefail
 cd "$(dirname "$0")/.."
+source scripts/gpu-lib.sh
 bundle=$1
 out=$2
 work=/tmp/duet-gpu
-mkdir -p "$out" "$work" /tmp/duet-bin
-tar -xJf "$bundle" -C /tmp/duet-bin
-bin=$(dirname "$(find /tmp/duet-bin -name duet-cta -type f | head -1)")
+mkdir -p "$out" "$work"
+unpack_bundle "$bundle"
 [ -x "$bin/duet-cta" ] || { echo "no duet-cta in $bundle (CTA_TIMELINE=1 scripts/gpu-bundle.sh)"; exit 2; }
-export DUET_TOKENIZERS=$bin/tokenizers
 runs=${RUNS:-fp8wo bf16 q4km32}
 
 # run label: file, synth type, bench arguments

@@ -16,13 +16,12 @@
 # Usage: SETS="- | DUET_X=1" FILES="q4km bf16" scripts/gpu-decode-ab.sh BUNDLE.tar.xz OUT
 set -uo pipefail
 cd "$(dirname "$0")/.."
+source scripts/gpu-lib.sh
 bundle=$1
 out=$2
 work=/tmp/duet-gpu
-mkdir -p "$out" "$work" /tmp/duet-bin
-tar -xJf "$bundle" -C /tmp/duet-bin
-bin=$(dirname "$(find /tmp/duet-bin -name duet -type f | head -1)")
-export DUET_TOKENIZERS=$bin/tokenizers
+mkdir -p "$out" "$work"
+unpack_bundle "$bundle"
 
 # file spec: label|name|synth type|arguments the file always takes|default bench arguments
 # (ARGS replaces only the last: fp8wo and fp8nat keep their --fp8 mode).

@@ -1,5 +1,15 @@
-# Shell functions shared by scripts/gpu-check.sh and scripts/gpu-quick.sh (sourced; they read
-# $duet, $work and $out from the caller).
+# Shell functions shared by the scripts/gpu-*.sh scripts (sourced; bench_file reads $duet, $work
+# and $out from the caller).
+
+# unpack_bundle BUNDLE: unpacks a packed scripts/gpu-bundle.sh folder into /tmp/duet-bin, sets $bin
+# to the folder holding its duet binary and exports DUET_TOKENIZERS (the tokenizers `duet synth`
+# embeds) from it.
+unpack_bundle() {
+  mkdir -p /tmp/duet-bin
+  tar -xJf "$1" -C /tmp/duet-bin
+  bin=$(dirname "$(find /tmp/duet-bin -name duet -type f | head -1)")
+  export DUET_TOKENIZERS=$bin/tokenizers
+}
 
 # bench_file LABEL FILE [duet bench args...]: `duet bench` pp512 + tg128 (3 reps) and pp2048
 # (2 reps; BENCH_PP2048=0 skips it) on $work/FILE, one labelled JSON line each appended to

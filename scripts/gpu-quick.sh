@@ -26,11 +26,10 @@ source scripts/gpu-lib.sh
 bundle=$1
 out=$2
 work=${3:-/tmp/duet-gpu}
-mkdir -p "$out" "$work" /tmp/duet-bin
-tar -xJf "$bundle" -C /tmp/duet-bin
-bin=$(dirname "$(find /tmp/duet-bin -name duet -type f | head -1)")
+mkdir -p "$out" "$work"
+unpack_bundle "$bundle"
 duet=$bin/duet
-export DUET_TOKENIZERS=$bin/tokenizers DUET_SOURCE_DIR=$PWD
+export DUET_SOURCE_DIR=$PWD
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
 status=0
 

@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "base/log.h"
@@ -14,13 +15,15 @@
 
 namespace duet::cuda::kernels {
 namespace {
-unsigned long long* g_buf = nullptr;
+unsigned long long* g_buf = nullptr;  // bound by cta_timeline_start, null otherwise
 unsigned long long g_cap = 0;
+std::string g_out;  // DUET_CTA_TIMELINE_OUT when g_buf was bound
 }  // namespace
 
 void cta_timeline_start() {
   const char* out = std::getenv("DUET_CTA_TIMELINE_OUT");
   if (out == nullptr || *out == 0 || g_buf != nullptr) return;
+  g_out = out;
   const char* m = std::getenv("DUET_CTA_TIMELINE_MAX");
   g_cap = m != nullptr && std::atoll(m) > 0 ? static_cast<unsigned long long>(std::atoll(m)) : 4ull << 20;
   DUET_CUDA_CHECK(cudaMalloc(&g_buf, (1 + 6 * g_cap) * sizeof(unsigned long long)));
@@ -30,8 +33,8 @@ void cta_timeline_start() {
 }
 
 void cta_timeline_dump() {
-  const char* out = std::getenv("DUET_CTA_TIMELINE_OUT");
-  if (g_buf == nullptr || out == nullptr) return;
+  if (g_buf == nullptr) return;
+  const char* out = g_out.c_str();
   DUET_CUDA_CHECK(cudaDeviceSynchronize());
   unsigned long long count = 0;
   DUET_CUDA_CHECK(cudaMemcpy(&count, g_buf, sizeof(count), cudaMemcpyDeviceToHost));
