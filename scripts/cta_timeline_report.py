@@ -20,6 +20,11 @@ Per launch, relative to the first return of its wait (its producer's completion,
   end: its last CTA's end (the launch's time after the release).
 The table gives each kind's mean over its launches (the first --skip launches of each matrix left
 out: warm-up and graph capture); --detail KIND lists one launch of that kind CTA by CTA.
+--spread adds, per kind, how its CTAs' ends spread after the launch's median CTA end (pooled
+over launches: p90 and max, in us) and how much of that spread belongs to the SM a CTA ran on
+(the variance of the per-SM means over the pooled variance: near 1 when the same SMs finish late
+in every launch, near 0 when lateness moves around): the tail that static shares of equal work
+leave, and whether a fixed rebalancing or only a dynamic one could take it.
 """
 import argparse
 import csv
@@ -107,12 +112,36 @@ def detail(ls, kind, skip=1):
             for r in sorted(g, key=lambda r: r["t_start"])]
 
 
+def spread(ls, skip=1):
+    """Per kind: CTA ends after each launch's median CTA end, pooled (p90, max, us), and the share
+    of their variance that the SM explains."""
+    by_kind = defaultdict(list)  # kind -> [(smid, end - median end)]
+    for kind, g in labelled(ls, skip):
+        ends = [r["t_end"] for r in g]
+        med = statistics.median(ends)
+        by_kind[kind] += [(r["smid"], (r["t_end"] - med) / 1e3) for r in g]
+    out = {}
+    for kind, pts in by_kind.items():
+        d = sorted(v for _, v in pts)
+        per_sm = defaultdict(list)
+        for sm, v in pts:
+            per_sm[sm].append(v)
+        mean = statistics.fmean(d)
+        var = statistics.fmean((v - mean) ** 2 for v in d)
+        sm_var = statistics.fmean((statistics.fmean(per_sm[sm]) - mean) ** 2 for sm, _ in pts)
+        out[kind] = {"p90_us": d[min(len(d) - 1, int(0.9 * len(d)))], "max_us": d[-1],
+                     "sm_share": sm_var / var if var > 0 else 0.0,
+                     "slowest_sms": sorted(per_sm, key=lambda sm: -statistics.fmean(per_sm[sm]))[:8]}
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("csv")
     ap.add_argument("--skip", type=int, default=1, help="launches of each matrix left out first (default 1)")
     ap.add_argument("--detail", help="a kind from the table: list one of its launches CTA by CTA")
-    ap.add_argument("--json", help="write the table (and the detail) as JSON here")
+    ap.add_argument("--spread", action="store_true", help="also each kind's CTA-end spread and its SM share")
+    ap.add_argument("--json", help="write the table (and the detail, the spread) as JSON here")
     args = ap.parse_args(argv)
     table, ls = analyse(read_records(args.csv), args.skip)
     if not table:
@@ -124,6 +153,13 @@ def main(argv=None):
     for k in table:
         print(f"  {k['kind']:<36} {k['launches']:>8} {k['first_start_us']:>9.2f} {k['last_start_us']:>10.2f} "
               f"{k['late']:>6.1f} {k['work_med_us']:>8.2f} {k['work_max_us']:>8.2f} {k['end_us']:>7.2f}")
+    sp = spread(ls, args.skip) if args.spread else {}
+    if sp:
+        print(f"\n  {'kind':<36} {'end p90':>8} {'end max':>8} {'SM share':>8}  slowest SMs by mean end")
+        for k in table:
+            s = sp[k["kind"]]
+            print(f"  {k['kind']:<36} {s['p90_us']:>8.2f} {s['max_us']:>8.2f} {s['sm_share']:>8.2f}  "
+                  f"{' '.join(str(x) for x in s['slowest_sms'])}")
     ctas = detail(ls, args.detail, args.skip) if args.detail else []
     if args.detail:
         print(f"\n{args.detail}: the median launch's CTAs (us from its release)")
@@ -132,7 +168,7 @@ def main(argv=None):
             print(f"  {c['block']:>5} {c['smid']:>4} {c['start_us']:>8.2f} {c['wait_us']:>8.2f} {c['end_us']:>8.2f}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"kinds": table, "detail": ctas}, f, indent=1)
+            json.dump({"kinds": table, "detail": ctas, "spread": sp}, f, indent=1)
     return 0
 
 

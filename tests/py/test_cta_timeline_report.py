@@ -59,3 +59,29 @@ def test_detail_and_partial_launch(tmp_path):
     assert [c["block"] for c in ctas] == [0, 1, 2]  # start order
     assert abs(ctas[2]["start_us"] - 4.0) < 1e-9 and abs(ctas[2]["end_us"] - 8.0) < 1e-9  # the median launch (k=1)
     assert report.main([str(path), "--detail", "3584 rows g3 after 4608", "--json", str(tmp_path / "r.json")]) == 0
+
+
+def test_spread_sm_share(tmp_path):
+    """Two SMs, four CTAs a launch: the CTAs on SM 7 end 2 us after the others in every launch,
+    so the SM explains all of the spread; with the late SM alternating it explains none."""
+    def write(path, late_sm):
+        lines = ["w,block,smid,t_start,t_wait,t_end,grid,rows"]
+        for k in range(5):
+            t = 1_000_000 * k
+            for b in range(4):
+                sm = 7 if b < 2 else 3
+                late = 2000 if sm == late_sm(k) else 0
+                lines.append(f"a0,{b},{sm},{t},{t + 1000},{t + 5000 + late},4,4608")
+        path.write_text("\n".join(lines) + "\n")
+
+    fixed, moving = tmp_path / "fixed.csv", tmp_path / "moving.csv"
+    write(fixed, lambda k: 7)
+    write(moving, lambda k: 7 if k % 2 else 3)
+    # Launches after the first (skipped) follow one of the same rows.
+    sp = report.spread(report.launches(report.read_records(fixed)), skip=1)["4608 rows g4 after 4608"]
+    # Ends are 5 and 7 us after the wait; the median CTA end is 6: +-1 us around it.
+    assert abs(sp["max_us"] - 1.0) < 1e-9 and abs(sp["sm_share"] - 1.0) < 1e-9
+    assert sp["slowest_sms"][0] == 7
+    ls = report.launches(report.read_records(moving))
+    sp = report.spread(ls, skip=1)["4608 rows g4 after 4608"]
+    assert abs(sp["sm_share"]) < 1e-9  # each SM late in half the launches: its mean is the median
