@@ -5,7 +5,9 @@
 # llama.cpp on the Q4_K_M file in the same run when LLAMA_TAR names a packed llama_cpp package.
 #   KNOB / VALUES: one knob and its values (default DUET_MATVEC_PERSISTENT, "0 1");
 #   SETS: instead, settings separated by "|", each one or more VAR=value words, "-" for none
-#         (e.g. SETS="- | DUET_MATVEC_PAIR=0 | DUET_MATVEC_PAIR=0 DUET_ATTN_PDL=0");
+#         (e.g. SETS="- | DUET_MATVEC_PAIR=0 | DUET_MATVEC_PAIR=0 DUET_ATTN_PDL=0"); the word
+#         BIN=NAME runs the bundle's binary NAME instead of duet (e.g. a build of main packed
+#         beside the branch's as duet-main: SETS="BIN=duet-main | - | DUET_X=1");
 #   FILES: which files, of q4km bf16 fp8wo fp8nat (default q4km); FILE / TYPE / ARGS: one other
 #          file and benchmark instead (e.g. FILE=q7-fp8ch TYPE=fp8-channel ARGS="-p 2048 -n 0 -r 2
 #          --fp8 native"); ARGS also replaces the default arguments of FILES' benches (fp8wo and
@@ -67,9 +69,12 @@ for round in $(seq 1 "${ROUNDS:-2}"); do
     for set in "${sets[@]}"; do
       set=$(echo $set)  # trimmed
       env_words=()
-      [ "$set" != "-" ] && [ -n "$set" ] && read -r -a env_words <<<"$set"
+      exe=duet
+      for w in $set; do
+        case $w in -) ;; BIN=*) exe=${w#BIN=} ;; *) env_words+=("$w") ;; esac
+      done
       echo "== $label [${set:--}] (round $round)"
-      res=$(env "${env_words[@]}" "$bin/duet" bench -m "$work/$file" $fixed $args 2>/dev/null | grep -E "pp|tg|step")
+      res=$(env "${env_words[@]}" "$bin/$exe" bench -m "$work/$file" $fixed $args 2>/dev/null | grep -E "pp|tg|step")
       echo "$res"
       # One row per figure: tg/pp tok/s, step ms ("step x32 4.969 ms ..." -> step_x32).
       echo "$res" | awk -v l="$label" -v s="${set:--}" -v r="$round" -v OFS='\t' \
