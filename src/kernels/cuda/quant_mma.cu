@@ -596,6 +596,11 @@ __device__ __forceinline__ void flush(const MmaArgs& a, int64_t row0, bool atomi
 // Expected bound: HBM at n = 32: the weights are read once; the activation tile (8N * 512 bytes
 // per unit, from L2) adds ~0.9 (4 warps) or ~0.45 (8 warps) bytes of L2 traffic per Q4_K weight
 // byte; about 20-40 instructions per 512 weights per warp beside 8 mma: aim >= 60% of 4.3 TB/s.
+// Measured instead (H200, session 28's per-CTA timelines of the 32-sequence qwen2-7b Q4_K_M
+// step): compute-bound. gate/up streams 76.4 MB in 43.6 us (1.75 TB/s), a CTA spends ~2.5 us a
+// unit (an SM ~20 issue cycles an mma), all CTAs are resident before the wait returns; dealing
+// the last units out dynamically or giving late CTAs lighter shares was slower (perf.md). What
+// would pay is fewer instructions a stage.
 // Launched programmatically where MatmulContext allows it (sm_90 native path): the weights of the
 // first stages are requested before the wait for the producer of x (and of a zeroed y), so that
 // they stream while that producer finishes.
