@@ -36,7 +36,8 @@ for r in $runs; do
   IFS='|' read -r file _ args <<<"$(spec "$r")"
   echo "== $r: duet-cta bench -m $file $args"
   # shellcheck disable=SC2086
-  DUET_CTA_TIMELINE_OUT="$out/cta_$r.csv" "$bin/duet-cta" bench -m "$work/$file" $args 2>&1 | grep -E "tg|step|cta timeline"
+  DUET_CTA_TIMELINE_OUT="$out/cta_$r.csv" "$bin/duet-cta" bench -m "$work/$file" $args 2>&1 | grep -E "tg|step|cta timeline|rror"
+  [ -s "$out/cta_$r.csv" ] || { echo "no records from $r"; continue; }
   # The o product: 3584 rows after the q/k/v product's 4608; its grid from the table.
   kind=$(python3 scripts/cta_timeline_report.py "$out/cta_$r.csv" | awk '/3584 rows g[0-9]+ after 4608/ {print $1, $2, $3, $4, $5; exit}')
   python3 scripts/cta_timeline_report.py "$out/cta_$r.csv" --spread ${kind:+--detail "$kind"} --json "$out/cta_$r.json" \
