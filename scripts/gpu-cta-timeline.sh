@@ -11,12 +11,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/gpu-lib.sh
-bundle=$1
-out=$2
-work=/tmp/duet-gpu
-mkdir -p "$out" "$work"
-unpack_bundle "$bundle"
-[ -x "$bin/duet-cta" ] || { echo "no duet-cta in $bundle (CTA_TIMELINE=1 scripts/gpu-bundle.sh)"; exit 2; }
+start_run "$1" "$2"
+[ -x "$bin/duet-cta" ] || { echo "no duet-cta in $1 (CTA_TIMELINE=1 scripts/gpu-bundle.sh)"; exit 2; }
 runs=${RUNS:-fp8wo bf16 q4km32}
 
 # run label: file, synth type, bench arguments

@@ -19,11 +19,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/gpu-lib.sh
-bundle=$1
-out=$2
-work=/tmp/duet-gpu
-mkdir -p "$out" "$work"
-unpack_bundle "$bundle"
+start_run "$1" "$2"
 
 # file spec: label|name|synth type|arguments the file always takes|default bench arguments
 # (ARGS replaces only the last: fp8wo and fp8nat keep their --fp8 mode).

@@ -11,6 +11,15 @@ unpack_bundle() {
   export DUET_TOKENIZERS=$bin/tokenizers
 }
 
+# start_run BUNDLE OUT [WORK]: the common start of a GPU-machine script: sets $out and $work
+# (default /tmp/duet-gpu, where the model files go), makes both and unpacks BUNDLE (unpack_bundle).
+start_run() {
+  out=$2
+  work=${3:-/tmp/duet-gpu}
+  mkdir -p "$out" "$work"
+  unpack_bundle "$1"
+}
+
 # bench_file LABEL FILE [duet bench args...]: `duet bench` pp512 + tg128 (3 reps) and pp2048
 # (2 reps; BENCH_PP2048=0 skips it) on $work/FILE, one labelled JSON line each appended to
 # $out/bench.jsonl.

@@ -23,11 +23,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/gpu-lib.sh
-bundle=$1
-out=$2
-work=${3:-/tmp/duet-gpu}
-mkdir -p "$out" "$work"
-unpack_bundle "$bundle"
+start_run "$1" "$2" "${3:-}"
 duet=$bin/duet
 export DUET_SOURCE_DIR=$PWD
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
