@@ -5,6 +5,7 @@
 # to the folder holding its duet binary and exports DUET_TOKENIZERS (the tokenizers `duet synth`
 # embeds) from it.
 unpack_bundle() {
+  rm -rf /tmp/duet-bin  # a warm machine may hold an earlier call's bundle: never pick its duet
   mkdir -p /tmp/duet-bin
   tar -xJf "$1" -C /tmp/duet-bin
   bin=$(dirname "$(find /tmp/duet-bin -name duet -type f | head -1)")
