@@ -126,12 +126,14 @@ def spread(ls, skip=1):
         per_sm = defaultdict(list)
         for sm, v in pts:
             per_sm[sm].append(v)
+        sm_mean = {sm: statistics.fmean(v) for sm, v in per_sm.items()}
         mean = statistics.fmean(d)
         var = statistics.fmean((v - mean) ** 2 for v in d)
-        sm_var = statistics.fmean((statistics.fmean(per_sm[sm]) - mean) ** 2 for sm, _ in pts)
+        # Between-SM variance, each SM weighted by its CTAs.
+        sm_var = sum(len(per_sm[sm]) * (m - mean) ** 2 for sm, m in sm_mean.items()) / len(d)
         out[kind] = {"p90_us": d[min(len(d) - 1, int(0.9 * len(d)))], "max_us": d[-1],
                      "sm_share": sm_var / var if var > 0 else 0.0,
-                     "slowest_sms": sorted(per_sm, key=lambda sm: -statistics.fmean(per_sm[sm]))[:8]}
+                     "slowest_sms": sorted(sm_mean, key=lambda sm: -sm_mean[sm])[:8]}
     return out
 
 
