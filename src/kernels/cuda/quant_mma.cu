@@ -284,7 +284,7 @@ __device__ __forceinline__ void load_stage(const MmaArgs& a, uint8_t* st, int64_
   }  // kStageWeights
   if constexpr ((kParts & kStageX) == 0) return;
   uint4* xs = reinterpret_cast<uint4*>(st + S::kWBytes + S::kDBytes);
-  const __half* xb = a.x + sb * kSbCols;
+  const uint8_t* xb = reinterpret_cast<const uint8_t*>(a.x + sb * kSbCols);
   const int cols_left = static_cast<int>(min(a.n_cols - static_cast<int64_t>(sb) * kSbCols,
                                              static_cast<int64_t>(kSbCols)));
   constexpr int kXCopies = 8 * N * kXChunks;
@@ -293,7 +293,10 @@ __device__ __forceinline__ void load_stage(const MmaArgs& a, uint8_t* st, int64_
   // covers kPassRows rows, so each thread keeps its slot (and, kPassRows being even, its row
   // parity, hence its x_swizzle) in every pass: the slot, its source chunk (Q4_K: permuted by
   // q4k_source) and both offsets are computed once. Consecutive threads fill consecutive staged
-  // chunks (conflict-free stores).
+  // chunks (conflict-free stores). The sources are unsigned byte offsets from the stage's base
+  // (the launcher keeps 8N rows of x under 2^31 halves), the base itself for zero-filled copies:
+  // a zero-extended add a copy, no 64-bit arithmetic (the 32-token Q4_K stage's copies: 199 ->
+  // 142 instructions; qwen2-7b Q4_K_M 32-sequence step -1.1%, H200, 2026-12-03, perf.md).
   constexpr int kPassRows = S::kThreads / kXChunks;
   static_assert(S::kThreads % kXChunks == 0 && kPassRows % 2 == 0,
                 "slot and row parity fixed per thread");
@@ -301,14 +304,14 @@ __device__ __forceinline__ void load_stage(const MmaArgs& a, uint8_t* st, int64_
   const int t0 = static_cast<int>(threadIdx.x) / kXChunks;
   const int q = T == DType::kQ4_K ? q4k_source(slot) : slot;
   const bool q_ok = q * 8 < cols_left;
-  const int ldx = static_cast<int>(a.ldx);
-  const int src0 = t0 * ldx + q * 8;
+  const uint32_t ldx2 = static_cast<uint32_t>(a.ldx) * 2;  // bytes
+  const uint32_t src0 = static_cast<uint32_t>(t0) * ldx2 + static_cast<uint32_t>(q) * 16;
   uint4* const dst0 = xs + t0 * kXChunks + x_swizzle(t0, slot);
 #pragma unroll
   for (int i = 0; i < kXCopies / S::kThreads; ++i) {
     const bool ok = t0 + i * kPassRows < a.n && q_ok;
-    const __half* src = ok ? xb + (src0 + i * kPassRows * ldx) : a.x;
-    cp_async16(dst0 + i * kPassRows * kXChunks, src, ok ? 16 : 0);
+    cp_async16(dst0 + i * kPassRows * kXChunks, xb + (ok ? src0 + i * kPassRows * ldx2 : 0u),
+               ok ? 16 : 0);
   }
 }
 
