@@ -296,7 +296,8 @@ __device__ __forceinline__ void load_stage(const MmaArgs& a, uint8_t* st, int64_
   // chunks (conflict-free stores). The sources are unsigned byte offsets from the stage's base
   // (the launcher keeps 8N rows of x under 2^31 halves), the base itself for zero-filled copies:
   // a zero-extended add a copy, no 64-bit arithmetic (the 32-token Q4_K stage's copies: 199 ->
-  // 142 instructions; qwen2-7b Q4_K_M 32-sequence step -1.1%, H200, 2026-12-03, perf.md).
+  // 142 instructions; qwen2-7b Q4_K_M 32-sequence step -1.1 to -1.4%, H200, 2026-12-03,
+  // perf.md).
   constexpr int kPassRows = S::kThreads / kXChunks;
   static_assert(S::kThreads % kXChunks == 0 && kPassRows % 2 == 0,
                 "slot and row parity fixed per thread");
@@ -604,7 +605,7 @@ __device__ __forceinline__ void flush(const MmaArgs& a, int64_t row0, bool atomi
 // unit (an SM ~20 issue cycles an mma), all CTAs are resident before the wait returns; dealing
 // the last units out dynamically or giving late CTAs lighter shares was slower (perf.md). What
 // pays is fewer instructions a stage other than mma: 57 fewer in the activation copies took
-// 1.1-1.7% off the 32-sequence step, while taking the mins out of the Q4_K decode (-136 half
+// 1.1-1.4% off the 32-sequence step, while taking the mins out of the Q4_K decode (-136 half
 // adds) for 24 more mma a warp's stage (the sub-block sums of x and their min product) made it
 // 3% slower, and three two-stage CTAs an SM (168 registers) 14% slower (session 29, perf.md).
 // Launched programmatically where MatmulContext allows it (sm_90 native path): the weights of the
