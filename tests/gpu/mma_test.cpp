@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "kernels/cuda/matmul.h"
+#include "kernels/cuda/ops.h"
 #include "kernels/cuda/quant_kernels.cuh"
 #include "kernels/cuda/quant_mma.h"
 #include "runtime/cuda_check.h"
@@ -403,6 +404,141 @@ TEST(MmaGraph, CaptureAndReplay) {
     cudaFree(dx);
     cudaFree(dy);
   }
+}
+
+// One F16 ulp at magnitude v (2^-24 among the subnormals).
+double ulp16(double v) { return v < 6.103515625e-05 ? 5.9604644775390625e-08 : std::ldexp(1.0, std::ilogb(v) - 10); }
+
+// The gated activation applied by a [gate; up] product (GatedJob) against the same product
+// followed by launch_gated_activation_f16 on its output: every type and CTA shape, one and several
+// n8 tiles, rows shared by CTAs (3584 columns) and a long row (18944 columns: dozens of CTAs add
+// into each row block), each activation mode. Both y sums are float atomics in no fixed order (within
+// MmaGraph's 1e-4 of 1 + |y|), so each F16 value may differ by what that moves act(g) * u, and by
+// one F16 ulp of rounding (bound below). A wrong block, a missing CTA's adds or a stale read is
+// off by O(|y|). Run twice: the counters must be zero again
+// after each launch (else the second launch never completes a block, and its values stay NaN).
+TEST(MmaGated, MatchesProductThenActivation) {
+  DUET_MMA_DEVICE_OR_SKIP(dev);
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  struct Case {
+    int64_t ff, cols;
+    Activation act;
+    GeluMode gelu;
+  };
+  const Case cases[] = {{512, 3584, Activation::kSilu, GeluMode::kExact},
+                        {256, 18944, Activation::kSilu, GeluMode::kExact},
+                        {768, 1024, Activation::kGeluTanh, GeluMode::kExact},
+                        {768, 1024, Activation::kGeluTanh, GeluMode::kF16Table}};
+  const int kTokens[] = {2, 9, 32, 41, 64};
+  const int max_n = 64;
+  uint64_t seed = 99;
+  unsigned* cnt = nullptr;
+  ASSERT_EQ(cudaMalloc(&cnt, 4096 * sizeof(unsigned)), cudaSuccess);
+  ASSERT_EQ(cudaMemset(cnt, 0, 4096 * sizeof(unsigned)), cudaSuccess);
+  for (const TypeCase& tc : kTypes) {
+    for (const Case& c : cases) {
+      const int64_t rows = 2 * c.ff;
+      const HostMatrix m = make_matrix(tc.dtype, rows, c.cols, seed++);
+      auto wr = upload_matrix(m.view(), dev, Fp8Mode::kAuto);
+      ASSERT_TRUE(wr.is_ok()) << wr.status().message();
+      ASSERT_TRUE(kernels::mma_gated_ok(wr->m, c.ff));
+      EXPECT_FALSE(kernels::mma_gated_ok(wr->m, c.ff + 128));
+      __half* dx = upload_x_f16(random_x(max_n, c.cols, seed++), max_n, c.cols, c.cols);
+      const int64_t ldo = c.ff + 16;  // padding that must stay untouched
+      float *y1 = nullptr, *y2 = nullptr;
+      __half *o1 = nullptr, *o2 = nullptr;
+      const size_t ybytes = static_cast<size_t>(max_n) * rows * 4, obytes = static_cast<size_t>(max_n) * ldo * 2;
+      ASSERT_EQ(cudaMalloc(&y1, ybytes), cudaSuccess);
+      ASSERT_EQ(cudaMalloc(&y2, ybytes), cudaSuccess);
+      ASSERT_EQ(cudaMalloc(&o1, obytes), cudaSuccess);
+      ASSERT_EQ(cudaMalloc(&o2, obytes), cudaSuccess);
+      std::vector<float> h1(max_n * rows), h2(max_n * rows);
+      std::vector<uint16_t> a1(max_n * ldo), a2(max_n * ldo);
+      std::vector<unsigned> counts(4096);
+      for (const char* warps : {"4", "8", "8x1"}) {
+        setenv("DUET_MMA_WARPS", warps, 1);
+        for (int n : kTokens) {
+          const std::string where = std::string(tc.name) + " warps=" + warps + " ff=" + std::to_string(c.ff) +
+                                    " cols=" + std::to_string(c.cols) + " act=" +
+                                    std::to_string(static_cast<int>(c.act)) + "/" +
+                                    std::to_string(static_cast<int>(c.gelu)) + " n=" + std::to_string(n);
+          ASSERT_EQ(cudaMemset(y1, 0, ybytes), cudaSuccess);
+          ASSERT_EQ(cudaMemset(o1, 0xff, obytes), cudaSuccess);
+          kernels::launch_matmul_mma(wr->m, dx, c.cols, n, y1, rows, s, /*accumulate=*/true);
+          launch_gated_activation_f16(c.act, c.gelu, y1, y1 + c.ff, rows, n, c.ff, o1, ldo, s, false);
+          kernels::GatedJob g;
+          g.mode = c.act == Activation::kSilu ? 0 : (c.gelu == GeluMode::kExact ? 1 : 2);
+          g.ff = c.ff;
+          g.out = o2;
+          g.ldo = ldo;
+          g.counters = cnt;
+          for (int rep = 0; rep < 2; ++rep) {
+            ASSERT_EQ(cudaMemset(y2, 0, ybytes), cudaSuccess);
+            ASSERT_EQ(cudaMemset(o2, 0xff, obytes), cudaSuccess);  // F16 NaN bits
+            kernels::launch_matmul_mma(wr->m, dx, c.cols, n, y2, rows, s, /*accumulate=*/true, false, {}, g);
+            ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess) << where;
+            ASSERT_EQ(cudaMemcpy(h1.data(), y1, ybytes, cudaMemcpyDeviceToHost), cudaSuccess);
+            ASSERT_EQ(cudaMemcpy(h2.data(), y2, ybytes, cudaMemcpyDeviceToHost), cudaSuccess);
+            ASSERT_EQ(cudaMemcpy(a1.data(), o1, obytes, cudaMemcpyDeviceToHost), cudaSuccess);
+            ASSERT_EQ(cudaMemcpy(a2.data(), o2, obytes, cudaMemcpyDeviceToHost), cudaSuccess);
+            ASSERT_EQ(cudaMemcpy(counts.data(), cnt, counts.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+            double worst_y = 0;
+            for (int t = 0; t < n; ++t)
+              for (int64_t r = 0; r < rows; ++r) {
+                const double a = h1[t * rows + r], b = h2[t * rows + r];
+                worst_y = std::max(worst_y, std::isfinite(b) ? std::fabs(a - b) / (1 + std::fabs(a)) : INFINITY);
+              }
+            int64_t off = 0, untouched = 0, touched = 0;
+            for (int t = 0; t < max_n; ++t)
+              for (int64_t f = 0; f < ldo; ++f) {
+                const uint16_t want = a1[t * ldo + f], got = a2[t * ldo + f];
+                if (t >= n || f >= c.ff) {
+                  touched += got != 0xffffu;
+                  continue;
+                }
+                if (got == 0xffffu) {
+                  ++untouched;
+                  continue;
+                }
+                if (got == want) continue;  // also the same infinity (|act(g) u| beyond F16's range)
+                const double fw = f16_to_f32(want), fg = f16_to_f32(got);
+                const double gv = std::fabs(h1[t * rows + f]), uv = std::fabs(h1[t * rows + c.ff + f]);
+                // One F16 ulp of the result, plus what the sums' own difference (at most y's bound,
+                // 1e-4 (1 + |y|)) moves act(g) * u by (|act'| <= 1.2, |act(g)| <= |g|), plus in the
+                // F16-table GELU mode two F16 ulps of g times |u| (g and the table's value rounded).
+                const double tol = ulp16(std::max(std::fabs(fw), std::fabs(fg))) + 1.2 * 1e-4 * (1 + gv) * uv +
+                                   gv * 1e-4 * (1 + uv) + (g.mode == 2 ? 2 * ulp16(gv) * uv : 0.0);
+                off += !(std::fabs(fw - fg) <= tol);
+              }
+            unsigned nonzero = 0;
+            for (unsigned v : counts) nonzero += v != 0;
+            std::printf("  gated %-5s warps=%-3s ff=%-4lld cols=%-5lld mode=%d n=%-2d rep %d: y %.1e, values off %lld, "
+                        "not written %lld, padding written %lld, counters left %u\n",
+                        tc.name, warps, (long long)c.ff, (long long)c.cols, g.mode, n, rep, worst_y, (long long)off,
+                        (long long)untouched, (long long)touched, nonzero);
+            EXPECT_LE(worst_y, 1e-4) << where;
+            EXPECT_EQ(off, 0) << where;
+            EXPECT_EQ(untouched, 0) << where;
+            EXPECT_EQ(touched, 0) << where;
+            EXPECT_EQ(nonzero, 0u) << where;
+            if (off || untouched || touched || nonzero) {
+              ASSERT_EQ(cudaMemset(cnt, 0, 4096 * sizeof(unsigned)), cudaSuccess);
+              break;
+            }
+          }
+        }
+      }
+      unsetenv("DUET_MMA_WARPS");
+      cudaFree(dx);
+      cudaFree(y1);
+      cudaFree(y2);
+      cudaFree(o1);
+      cudaFree(o2);
+    }
+  }
+  cudaFree(cnt);
+  cudaStreamDestroy(s);
 }
 
 // --- Benchmark (prints, never fails on speed) ---

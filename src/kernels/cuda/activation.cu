@@ -17,30 +17,14 @@
 #include "base/check.h"
 #include "base/env.h"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/gated.cuh"
 #include "kernels/cuda/ops.h"
 
 namespace duet::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
-constexpr float kGeluCoef = 0.044715f;
-
-// act(g) * u for mode 0 (SiLU), 1 (GELU tanh, float32), 2 (GELU through ggml's F16 table).
-// tail: the element lies past the last multiple of 8 of the whole tensor, where the CPU (and
-// ggml) uses expf instead of the vectorised exponential.
-__device__ __forceinline__ float gated_value(int mode, float g, float u, bool tail) {
-  if (mode == 0) {  // SiLU
-    const float e = tail ? expf(-g) : detail::ggml_expf_dev(0.0f - g);
-    return __fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, e)), u);
-  }
-  if (mode == 1) return 0.5f * g * (1.0f + tanhf(kSqrt2OverPi * g * (1.0f + kGeluCoef * g * g))) * u;
-  if (g <= -10.0f) return 0.0f;
-  if (g >= 10.0f) return __fmul_rn(g, u);
-  const float x = __half2float(__float2half_rn(g));
-  const float y = 0.5f * x * (1.0f + tanhf(kSqrt2OverPi * x * __fmaf_rn(kGeluCoef * x, x, 1.0f)));
-  return __fmul_rn(__half2float(__float2half_rn(y)), u);
-}
+using detail::gated_value;
 
 // Grid (column blocks, row blocks): thread i of a column block takes V consecutive elements
 // (float4 loads and stores when V == 4: n, ldi, ldo multiples of 4 and 16-byte aligned rows) of
@@ -179,7 +163,7 @@ bool fp8_rows_smem_enabled() {
   return on;
 }
 
-int mode_of(Activation act, GeluMode gelu) { return act == Activation::kSilu ? 0 : (gelu == GeluMode::kExact ? 1 : 2); }
+int mode_of(Activation act, GeluMode gelu) { return detail::gated_mode(act, gelu); }
 
 }  // namespace
 
