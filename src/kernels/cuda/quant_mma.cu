@@ -573,8 +573,8 @@ __device__ __forceinline__ void compute_q80(const uint8_t* st, const uint4* xs, 
 // Writes (plain store) or adds (atomic: where CTAs share the row block, and always when
 // accumulating into y, since a plain read-modify-write would wait on each load) the accumulators
 // of row block rb, then zeroes them.
-// *p += v without return. kRed: written as PTX red, for the gated instances, where with the
-// gated flush's fences in the kernel ptxas made atomicAdd an atomic that waits for its return.
+// *p += v without return. kRed: written as PTX red, for the gated instances: with the gated
+// path's fences in a kernel, ptxas made atomicAdd an atomic that waits for its return (ATOMG).
 template <bool kRed>
 __device__ __forceinline__ void add_to(float* p, float v) {
   if constexpr (kRed)
