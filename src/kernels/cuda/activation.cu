@@ -51,17 +51,9 @@ __global__ void gated_activation_kernel(int mode, const float* gate, const float
       if constexpr (V == 4) {
         const float4 g = *reinterpret_cast<const float4*>(gate + r * ldi + i);
         const float4 u = *reinterpret_cast<const float4*>(up + r * ldi + i);
-        float4 o;
-        o.x = gated_value(mode, g.x, u.x, e >= n8);
-        o.y = gated_value(mode, g.y, u.y, e + 1 >= n8);
-        o.z = gated_value(mode, g.z, u.z, e + 2 >= n8);
-        o.w = gated_value(mode, g.w, u.w, e + 3 >= n8);
+        const float4 o = detail::gated_value4(mode, g, u, e, n8);
         if constexpr (std::is_same_v<O, __half>) {
-          const __half2 a = __floats2half2_rn(o.x, o.y), b = __floats2half2_rn(o.z, o.w);
-          uint2 bits;
-          memcpy(&bits.x, &a, 4);
-          memcpy(&bits.y, &b, 4);
-          *reinterpret_cast<uint2*>(out + r * ldo + i) = bits;
+          *reinterpret_cast<uint2*>(out + r * ldo + i) = detail::half4_bits(o);
         } else {
           *reinterpret_cast<float4*>(out + r * ldo + i) = o;
         }

@@ -8,6 +8,9 @@
 
 #include <cuda_fp16.h>
 
+#include <cstdint>
+#include <cstring>
+
 #include "kernels/cpu/activation.h"
 #include "kernels/cuda/common.cuh"
 
@@ -33,6 +36,21 @@ __device__ __forceinline__ float gated_value(int mode, float g, float u, bool ta
   const float x = __half2float(__float2half_rn(g));
   const float y = 0.5f * x * (1.0f + tanhf(kSqrt2OverPi * x * __fmaf_rn(kGeluCoef * x, x, 1.0f)));
   return __fmul_rn(__half2float(__float2half_rn(y)), u);
+}
+
+// act(g) * u of four consecutive elements, the first at index e of the tensor (n8 as above).
+__device__ __forceinline__ float4 gated_value4(int mode, float4 g, float4 u, int64_t e, int64_t n8) {
+  return make_float4(gated_value(mode, g.x, u.x, e >= n8), gated_value(mode, g.y, u.y, e + 1 >= n8),
+                     gated_value(mode, g.z, u.z, e + 2 >= n8), gated_value(mode, g.w, u.w, e + 3 >= n8));
+}
+
+// Four floats rounded to F16 (nearest) as one 8-byte word, in memory order.
+__device__ __forceinline__ uint2 half4_bits(float4 o) {
+  const __half2 a = __floats2half2_rn(o.x, o.y), b = __floats2half2_rn(o.z, o.w);
+  uint2 bits;
+  memcpy(&bits.x, &a, 4);
+  memcpy(&bits.y, &b, 4);
+  return bits;
 }
 
 }  // namespace duet::cuda::detail

@@ -649,6 +649,16 @@ bool MatmulContext::takes_f16(const DeviceMatrix& w, int n_tokens) const {
 
 // FP8 weight-only: the streaming kernel's staged F16 rows (64-column chunks: ld = n_cols rounded
 // up to 64, launch_stage_act_mma's layout for kFp8Hw).
+namespace {
+// y += W x on the quantized tensor-core kernel, x the F16 rows a producer wrote (ld: n_cols
+// rounded up to 16): matmul_f16 and the gated pair's two products.
+void mma_f16_rows(const DeviceMatrix& w, const __half* x, int n_tokens, float* y, int64_t ldy, cudaStream_t stream,
+                  bool pdl, kernels::ZeroJob zero, const kernels::GatedJob& gated = {}) {
+  kernels::launch_matmul_mma(w, x, round_up(w.n_cols, 16), n_tokens, y, ldy, stream, /*accumulate=*/true,
+                             pdl && mma_pdl_enabled(), zero, gated);
+}
+}  // namespace
+
 MatmulContext::F16Input MatmulContext::f16_input(const DeviceMatrix& w) const {
   if (w.dtype == DType::kF8_E4M3) return F16Input{impl_->xe.as<__half>(), round_up(w.n_cols, 64)};
   return F16Input{impl_->xh.as<__half>(), round_up(w.n_cols, 16)};
@@ -663,8 +673,7 @@ void MatmulContext::matmul_f16(const DeviceMatrix& w, int n_tokens, float* y, in
                                       /*accumulate=*/true, pdl(), stream, zero, zero_n);
     return;
   }
-  kernels::launch_matmul_mma(w, impl_->xh.as<__half>(), round_up(w.n_cols, 16), n_tokens, y, ldy, stream,
-                             /*accumulate=*/true, pdl() && mma_pdl_enabled(), kernels::ZeroJob{zero, zero_n});
+  mma_f16_rows(w, impl_->xh.as<__half>(), n_tokens, y, ldy, stream, pdl(), kernels::ZeroJob{zero, zero_n});
 }
 
 bool MatmulContext::takes_gated(const DeviceMatrix& wgu, const DeviceMatrix& w_down, int n_tokens) const {
@@ -688,8 +697,7 @@ void MatmulContext::matmul_f16_gated(const DeviceMatrix& wgu, int n_tokens, floa
   g.out = impl_->xg.as<__half>();
   g.ldo = round_up(ff, 16);
   g.counters = impl_->gcnt.as<unsigned>();
-  kernels::launch_matmul_mma(wgu, impl_->xh.as<__half>(), round_up(wgu.n_cols, 16), n_tokens, y, ldy, stream,
-                             /*accumulate=*/true, pdl() && mma_pdl_enabled(), kernels::ZeroJob{}, g);
+  mma_f16_rows(wgu, impl_->xh.as<__half>(), n_tokens, y, ldy, stream, pdl(), kernels::ZeroJob{}, g);
 }
 
 void MatmulContext::matmul_f16_after_gated(const DeviceMatrix& w_down, int n_tokens, float* y, int64_t ldy,
@@ -697,8 +705,7 @@ void MatmulContext::matmul_f16_after_gated(const DeviceMatrix& w_down, int n_tok
   DUET_CHECK_MSG(takes_f16(w_down, n_tokens) && takes_mma(w_down, n_tokens) && w_down.n_cols <= impl_->max_cols,
                  "matmul_f16_after_gated: no F16-input product for %d tokens of %s", n_tokens,
                  std::string(dtype_name(w_down.dtype)).c_str());
-  kernels::launch_matmul_mma(w_down, impl_->xg.as<__half>(), round_up(w_down.n_cols, 16), n_tokens, y, ldy, stream,
-                             /*accumulate=*/true, pdl() && mma_pdl_enabled(), kernels::ZeroJob{zero, zero_n});
+  mma_f16_rows(w_down, impl_->xg.as<__half>(), n_tokens, y, ldy, stream, pdl(), kernels::ZeroJob{zero, zero_n});
 }
 
 bool MatmulContext::takes_q8(const DeviceMatrix& w, int n_tokens) const {

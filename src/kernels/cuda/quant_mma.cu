@@ -91,10 +91,9 @@ struct MmaArgs {
   uint32_t magic64, magic54;
   // The gated activation applied as row blocks complete (launch_matmul_mma's GatedJob; act_mode
   // < 0: none): gate rows [0, act_ff), up rows [act_ff, 2 act_ff), act_ff a multiple of the row
-  // block; act_cnt one counter per row block of features (zero before and after the launch);
-  // act_n8 the [n][act_ff] tensor's size rounded down to 8 (gated_value's tail).
+  // block; act_cnt one counter per row block of features (zero before and after the launch).
   int act_mode;
-  int64_t act_ff, act_ld, act_n8;
+  int64_t act_ff, act_ld;
   __half* act_out;
   unsigned* act_cnt;
 };
@@ -622,8 +621,11 @@ __device__ __forceinline__ void flush(const MmaArgs& a, int64_t row0, bool atomi
 // that apart. Off by default (cuda_model.cpp's DUET_MMA_GATED).
 __device__ __forceinline__ void fence_acq_rel_gpu() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
 
+// ff is a multiple of 256 (mma_gated_ok), so the [n][ff] tensor has no tail past a multiple of 8
+// (gated_value's n8 is its size).
 __device__ __noinline__ void gated_apply(const float* y, int64_t ldy, int n, int mode, int64_t ff, __half* out,
-                                         int64_t ldo, int64_t n8, int64_t grp, int rows) {
+                                         int64_t ldo, int64_t grp, int rows) {
+  const int64_t n8 = static_cast<int64_t>(n) * ff;
   const int quads = rows / 4, lanes = blockDim.x / quads;  // rows % 4 == 0, blockDim.x % quads == 0
   const int q = threadIdx.x % quads, t0 = threadIdx.x / quads;
   const int64_t f = grp * rows + 4 * q;
@@ -641,24 +643,16 @@ __device__ __noinline__ void gated_apply(const float* y, int64_t ldy, int n, int
 #pragma unroll
     for (int k = 0; k < 8; ++k) {
       const int t = tb + k * lanes;
-      if (t < n) {
-        const int64_t e = t * ff + f;
-        const __half2 lo = __floats2half2_rn(detail::gated_value(mode, g[k].x, u[k].x, e >= n8),
-                                             detail::gated_value(mode, g[k].y, u[k].y, e + 1 >= n8));
-        const __half2 hi = __floats2half2_rn(detail::gated_value(mode, g[k].z, u[k].z, e + 2 >= n8),
-                                             detail::gated_value(mode, g[k].w, u[k].w, e + 3 >= n8));
-        uint2 bits;
-        memcpy(&bits.x, &lo, 4);
-        memcpy(&bits.y, &hi, 4);
-        *reinterpret_cast<uint2*>(out + t * ldo + f) = bits;
-      }
+      if (t < n)
+        *reinterpret_cast<uint2*>(out + t * ldo + f) =
+            detail::half4_bits(detail::gated_value4(mode, g[k], u[k], t * ff + f, n8));
     }
   }
 }
 
 // Units [u_begin, u_begin + count) were this CTA's; called by every thread after its last flush.
 __device__ __noinline__ void gated_tail(const float* y, int64_t ldy, int n, int64_t spr, int mode, int64_t ff,
-                                        __half* out, int64_t ldo, unsigned* cnt, int64_t n8, int64_t u_begin,
+                                        __half* out, int64_t ldo, unsigned* cnt, int64_t u_begin,
                                         int count, int rows, unsigned* last_mask_s) {
   unsigned& last_mask = *last_mask_s;  // bit i: the features of row block base + i completed here
   const int64_t u_end = u_begin + count, groups = ff / rows;
@@ -687,7 +681,7 @@ __device__ __noinline__ void gated_tail(const float* y, int64_t ldy, int n, int6
       const int i = __ffs(mask) - 1;
       mask &= mask - 1;
       const int64_t rb_done = base + i;
-      gated_apply(y, ldy, n, mode, ff, out, ldo, n8, rb_done < groups ? rb_done : rb_done - groups, rows);
+      gated_apply(y, ldy, n, mode, ff, out, ldo, rb_done < groups ? rb_done : rb_done - groups, rows);
     }
     __syncthreads();  // last_mask read by all before the next chunk clears it
   }
@@ -811,7 +805,7 @@ __global__ void __launch_bounds__(32 * W, (W == 8 && MT == 1 && N <= 6) ? 2 : 1)
   }
   cp_async_wait<0>();
   if constexpr (kGated)
-    gated_tail(a.y, a.ldy, a.n, a.spr, a.act_mode, a.act_ff, a.act_out, a.act_ld, a.act_cnt, a.act_n8, u_begin,
+    gated_tail(a.y, a.ldy, a.n, a.spr, a.act_mode, a.act_ff, a.act_out, a.act_ld, a.act_cnt, u_begin,
                count, S::kRows, reinterpret_cast<unsigned*>(smem));
 #ifdef DUET_CTA_TIMELINE
   detail::cta_record(a.w, a.n_rows, cta_t0, cta_t1);
@@ -895,7 +889,6 @@ void run(const DeviceMatrix& w, const __half* x, int64_t ldx, int n, float* y, i
     a.act_out = gj.out;
     a.act_ld = gj.ldo;
     a.act_cnt = gj.counters;
-    a.act_n8 = (static_cast<int64_t>(n) * gj.ff) & ~int64_t{7};
   }
   const int64_t row_blocks = (w.n_rows + S::kRows - 1) / S::kRows;
   a.units = row_blocks * a.spr;
