@@ -196,16 +196,6 @@ bool f16_act_pdl() {
   return on;
 }
 
-// Batches on the quantized tensor-core kernel: DUET_MMA_GATED=1 (A/B knob, read once; off by
-// default) has the fused gate/up product apply the gated activation after its row blocks complete
-// and write the down product's F16 input (MatmulContext::matmul_f16_gated), in place of the
-// activation launch between the two products. Measured 30% slower at 32 sequences in its first
-// form (perf.md session 30, quant_mma.cu's gated_tail); kept off until a form pays.
-bool mma_gated() {
-  static const bool on = env_flag("DUET_MMA_GATED", false);
-  return on;
-}
-
 // Batches on the quantized tensor-core kernel: the final RMSNorm writes the output product's F16
 // input and the last down product's grid zeroes the logits rows (as the o product zeroes the
 // gate/up output), in place of the float norm and a conversion launch that zeroed them, unless
@@ -667,19 +657,9 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
   mark("norm");
   const float *gate_in = G, *up_in = U;
   int64_t ldi = ff;
-  const bool down_q8 = mm->takes_q8(L.w_down.m, n);
-  // Tensor-core batches: the activation writes the down product's F16 input (the product then
-  // adds into the residual stream).
-  const bool down_f16 = !down_q8 && fuse_res && f16_producers() && mm->takes_f16(L.w_down.m, n);
-  // ... and where both products run on the quantized tensor-core kernel and DUET_MMA_GATED=1, the
-  // gate/up product applies the activation itself as its row blocks complete.
-  const bool gated = gu_f16 && down_f16 && mma_gated() && !skip(kSkipActivation) &&
-                     mm->takes_gated(L.wgu.m, L.w_down.m, n);
   if (L.fused_gu) {
     float* GU = gu.as<float>();
-    if (gated) {
-      mm->matmul_f16_gated(L.wgu.m, n, GU, 2 * ff, tr.act, gelu, s);
-    } else if (gu_f16) {
+    if (gu_f16) {
       mm->matmul_f16(L.wgu.m, n, GU, 2 * ff, s);
     } else if (!gu_fp8 || !mm->matmul_fp8_rows(L.wgu.m, n, GU, 2 * ff, s)) {
       if (gu_fp8) launch_rms_norm(X, d, fptr(L.ffn_norm), hp.rms_eps, d, n, XN, d, s);  // cuBLASLt declined; x has o
@@ -691,9 +671,13 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
     product(L.w_up.m, ffn_q8, XN, d, U, ff, false);
   }
   mark("matmul gate+up");
+  const bool down_q8 = mm->takes_q8(L.w_down.m, n);
+  // Tensor-core batches: the activation writes the down product's F16 input (the product then
+  // adds into the residual stream).
+  const bool down_f16 = !down_q8 && fuse_res && f16_producers() && mm->takes_f16(L.w_down.m, n);
   // Native FP8 prompts: the activation writes the E4M3 rows of the down product's input.
   const bool down_fp8 = !down_q8 && ff <= kGatedFp8MaxCols && mm->takes_fp8_rows(L.w_down.m, n);
-  if (skip(kSkipActivation) || gated) {
+  if (skip(kSkipActivation)) {
   } else if (down_q8) {
     launch_gated_activation_q8(tr.act, gelu, gate_in, up_in, ldi, n, ff, q8.q, q8.m, pdl, s);
   } else if (down_f16) {
@@ -716,10 +700,7 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
     logits_zeroed = mma_zeroes() && il + 1 == hp.n_layers && zero_logits;
     float* zero = qkv_zeroed ? qkv.as<float>() : logits_zeroed ? logits.as<float>() : nullptr;
     const int64_t zero_n = qkv_zeroed ? int64_t(n) * (qd + 2 * kvd) : logits_zeroed ? int64_t(n) * hp.vocab_size : 0;
-    if (gated)
-      mm->matmul_f16_after_gated(L.w_down.m, n, X, d, s, zero, zero_n);  // x += down
-    else
-      mm->matmul_f16(L.w_down.m, n, X, d, s, zero, zero_n);  // x += down
+    mm->matmul_f16(L.w_down.m, n, X, d, s, zero, zero_n);  // x += down
     mark("matmul down");
   } else if (fuse_res) {
     // The streaming decode kernel: the next layer's q/k/v output zeroed in the same launch.

@@ -17,14 +17,30 @@
 #include "base/check.h"
 #include "base/env.h"
 #include "kernels/cuda/common.cuh"
-#include "kernels/cuda/gated.cuh"
 #include "kernels/cuda/ops.h"
 
 namespace duet::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-using detail::gated_value;
+constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
+constexpr float kGeluCoef = 0.044715f;
+
+// act(g) * u for mode 0 (SiLU), 1 (GELU tanh, float32), 2 (GELU through ggml's F16 table).
+// tail: the element lies past the last multiple of 8 of the whole tensor, where the CPU (and
+// ggml) uses expf instead of the vectorised exponential.
+__device__ __forceinline__ float gated_value(int mode, float g, float u, bool tail) {
+  if (mode == 0) {  // SiLU
+    const float e = tail ? expf(-g) : detail::ggml_expf_dev(0.0f - g);
+    return __fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, e)), u);
+  }
+  if (mode == 1) return 0.5f * g * (1.0f + tanhf(kSqrt2OverPi * g * (1.0f + kGeluCoef * g * g))) * u;
+  if (g <= -10.0f) return 0.0f;
+  if (g >= 10.0f) return __fmul_rn(g, u);
+  const float x = __half2float(__float2half_rn(g));
+  const float y = 0.5f * x * (1.0f + tanhf(kSqrt2OverPi * x * __fmaf_rn(kGeluCoef * x, x, 1.0f)));
+  return __fmul_rn(__half2float(__float2half_rn(y)), u);
+}
 
 // Grid (column blocks, row blocks): thread i of a column block takes V consecutive elements
 // (float4 loads and stores when V == 4: n, ldi, ldo multiples of 4 and 16-byte aligned rows) of
@@ -51,9 +67,17 @@ __global__ void gated_activation_kernel(int mode, const float* gate, const float
       if constexpr (V == 4) {
         const float4 g = *reinterpret_cast<const float4*>(gate + r * ldi + i);
         const float4 u = *reinterpret_cast<const float4*>(up + r * ldi + i);
-        const float4 o = detail::gated_value4(mode, g, u, e, n8);
+        float4 o;
+        o.x = gated_value(mode, g.x, u.x, e >= n8);
+        o.y = gated_value(mode, g.y, u.y, e + 1 >= n8);
+        o.z = gated_value(mode, g.z, u.z, e + 2 >= n8);
+        o.w = gated_value(mode, g.w, u.w, e + 3 >= n8);
         if constexpr (std::is_same_v<O, __half>) {
-          *reinterpret_cast<uint2*>(out + r * ldo + i) = detail::half4_bits(o);
+          const __half2 a = __floats2half2_rn(o.x, o.y), b = __floats2half2_rn(o.z, o.w);
+          uint2 bits;
+          memcpy(&bits.x, &a, 4);
+          memcpy(&bits.y, &b, 4);
+          *reinterpret_cast<uint2*>(out + r * ldo + i) = bits;
         } else {
           *reinterpret_cast<float4*>(out + r * ldo + i) = o;
         }
@@ -155,7 +179,7 @@ bool fp8_rows_smem_enabled() {
   return on;
 }
 
-int mode_of(Activation act, GeluMode gelu) { return detail::gated_mode(act, gelu); }
+int mode_of(Activation act, GeluMode gelu) { return act == Activation::kSilu ? 0 : (gelu == GeluMode::kExact ? 1 : 2); }
 
 }  // namespace
 

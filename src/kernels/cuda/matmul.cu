@@ -23,7 +23,6 @@
 #include "base/env.h"
 #include "kernels/cuda/matvec_mma.h"
 #include "kernels/cuda/quant_kernels.cuh"
-#include "kernels/cuda/gated.cuh"
 #include "kernels/cuda/quant_mma.h"
 #include "runtime/cuda_check.h"
 #include "tensor/half.h"
@@ -270,8 +269,6 @@ struct MatmulContext::Impl {
   DeviceBuffer xq, xm, xs;  // decode activations (int8 + block meta, or staged float)
   DeviceBuffer xe, xes;     // FP8 decode activations staged for the streaming kernel (matvec_mma_stages)
   DeviceBuffer xh;          // prompt activations: F16 / BF16 / E4M3
-  DeviceBuffer xg;          // the down product's F16 input written by matmul_f16_gated
-  DeviceBuffer gcnt;        // its counters (kernels::GatedJob), zero between launches
   DeviceBuffer wdeq;        // F16 weight rows for the prompt GEMM
   // Device scalars, each 256 bytes apart (cuBLASLt wants aligned scale pointers): activation
   // amax, activation FP8 scale, and a constant 1.
@@ -611,15 +608,7 @@ void MatmulContext::reserve(int max_tokens, int64_t max_cols, int64_t max_rows) 
     DUET_CUDA_CHECK(cudaMemset(m.xe.data(), 0, m.xe.bytes()));
     DUET_CUDA_CHECK(cudaMemset(m.xes.data(), 0, m.xes.bytes()));
   }
-  if (m.max_tokens >= 2) {
-    m.xh.reserve(static_cast<size_t>(m.max_tokens) * kp * 2);  // F16 input of mma batches
-    m.xg.reserve(static_cast<size_t>(std::min(m.max_tokens, kernels::kMmaMaxTokens)) * kp * 2);
-    const size_t cnt_bytes = static_cast<size_t>(m.max_cols / 128 + 1) * sizeof(unsigned);
-    if (cnt_bytes > m.gcnt.bytes()) {
-      m.gcnt.reserve(cnt_bytes);
-      DUET_CUDA_CHECK(cudaMemset(m.gcnt.data(), 0, m.gcnt.bytes()));
-    }
-  }
+  if (m.max_tokens >= 2) m.xh.reserve(static_cast<size_t>(m.max_tokens) * kp * 2);  // F16 input of mma batches
   if (m.max_tokens > nd) {
     m.xscales.reserve(static_cast<size_t>(m.max_tokens) * sizeof(float));
     const int64_t want = std::min<int64_t>(m.max_rows, std::max<int64_t>(64, kDequantCapElems / kp)) * kp;
@@ -649,16 +638,6 @@ bool MatmulContext::takes_f16(const DeviceMatrix& w, int n_tokens) const {
 
 // FP8 weight-only: the streaming kernel's staged F16 rows (64-column chunks: ld = n_cols rounded
 // up to 64, launch_stage_act_mma's layout for kFp8Hw).
-namespace {
-// y += W x on the quantized tensor-core kernel, x the F16 rows a producer wrote (ld: n_cols
-// rounded up to 16): matmul_f16 and the gated pair's two products.
-void mma_f16_rows(const DeviceMatrix& w, const __half* x, int n_tokens, float* y, int64_t ldy, cudaStream_t stream,
-                  bool pdl, kernels::ZeroJob zero, const kernels::GatedJob& gated = {}) {
-  kernels::launch_matmul_mma(w, x, round_up(w.n_cols, 16), n_tokens, y, ldy, stream, /*accumulate=*/true,
-                             pdl && mma_pdl_enabled(), zero, gated);
-}
-}  // namespace
-
 MatmulContext::F16Input MatmulContext::f16_input(const DeviceMatrix& w) const {
   if (w.dtype == DType::kF8_E4M3) return F16Input{impl_->xe.as<__half>(), round_up(w.n_cols, 64)};
   return F16Input{impl_->xh.as<__half>(), round_up(w.n_cols, 16)};
@@ -673,39 +652,8 @@ void MatmulContext::matmul_f16(const DeviceMatrix& w, int n_tokens, float* y, in
                                       /*accumulate=*/true, pdl(), stream, zero, zero_n);
     return;
   }
-  mma_f16_rows(w, impl_->xh.as<__half>(), n_tokens, y, ldy, stream, pdl(), kernels::ZeroJob{zero, zero_n});
-}
-
-bool MatmulContext::takes_gated(const DeviceMatrix& wgu, const DeviceMatrix& w_down, int n_tokens) const {
-  const Impl& m = *impl_;
-  return n_tokens <= kernels::kMmaMaxTokens && w_down.n_cols <= m.max_cols && takes_mma(wgu, n_tokens) &&
-         takes_mma(w_down, n_tokens) && takes_f16(wgu, n_tokens) && takes_f16(w_down, n_tokens) &&
-         kernels::mma_gated_ok(wgu, w_down.n_cols);
-}
-
-void MatmulContext::matmul_f16_gated(const DeviceMatrix& wgu, int n_tokens, float* y, int64_t ldy, Activation act,
-                                     GeluMode gelu, cudaStream_t stream) {
-  DUET_CHECK_MSG(takes_f16(wgu, n_tokens) && takes_mma(wgu, n_tokens) && wgu.n_rows % 2 == 0,
-                 "matmul_f16_gated: no gated product for %d tokens of %s", n_tokens,
-                 std::string(dtype_name(wgu.dtype)).c_str());
-  const int64_t ff = wgu.n_rows / 2;
-  DUET_CHECK_MSG(ff <= impl_->max_cols, "matmul_f16_gated: %lld features beyond the reserved %lld", (long long)ff,
-                 (long long)impl_->max_cols);
-  kernels::GatedJob g;
-  g.mode = detail::gated_mode(act, gelu);
-  g.ff = ff;
-  g.out = impl_->xg.as<__half>();
-  g.ldo = round_up(ff, 16);
-  g.counters = impl_->gcnt.as<unsigned>();
-  mma_f16_rows(wgu, impl_->xh.as<__half>(), n_tokens, y, ldy, stream, pdl(), kernels::ZeroJob{}, g);
-}
-
-void MatmulContext::matmul_f16_after_gated(const DeviceMatrix& w_down, int n_tokens, float* y, int64_t ldy,
-                                           cudaStream_t stream, float* zero, int64_t zero_n) {
-  DUET_CHECK_MSG(takes_f16(w_down, n_tokens) && takes_mma(w_down, n_tokens) && w_down.n_cols <= impl_->max_cols,
-                 "matmul_f16_after_gated: no F16-input product for %d tokens of %s", n_tokens,
-                 std::string(dtype_name(w_down.dtype)).c_str());
-  mma_f16_rows(w_down, impl_->xg.as<__half>(), n_tokens, y, ldy, stream, pdl(), kernels::ZeroJob{zero, zero_n});
+  kernels::launch_matmul_mma(w, impl_->xh.as<__half>(), round_up(w.n_cols, 16), n_tokens, y, ldy, stream,
+                             /*accumulate=*/true, pdl() && mma_pdl_enabled(), kernels::ZeroJob{zero, zero_n});
 }
 
 bool MatmulContext::takes_q8(const DeviceMatrix& w, int n_tokens) const {

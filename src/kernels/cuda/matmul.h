@@ -20,7 +20,6 @@
 #include <memory>
 
 #include "base/status.h"
-#include "kernels/cpu/activation.h"
 #include "tensor/weight_matrix.h"
 #include "kernels/cuda/device_matrix.h"
 #include "runtime/device.h"
@@ -97,19 +96,6 @@ class MatmulContext {
   // output of a later product whose producer would otherwise zero it.
   void matmul_f16(const DeviceMatrix& w, int n_tokens, float* y, int64_t ldy, cudaStream_t stream,
                   float* zero = nullptr, int64_t zero_n = 0);
-  // The fused [gate; up] product of a tensor-core batch can apply the gated activation after its
-  // row blocks complete (kernels::GatedJob) and so write the down product's F16 input itself, into a buffer of
-  // its own (it still reads f16_input(wgu)), with no activation launch between the two products.
-  // takes_gated: wgu (2 ff rows) and w_down (ff columns) both take F16 input for n_tokens rows on
-  // the quantized tensor-core kernel and ff fits its row blocks (kernels::mma_gated_ok).
-  bool takes_gated(const DeviceMatrix& wgu, const DeviceMatrix& w_down, int n_tokens) const;
-  // y += Wgu x for the rows a producer wrote into f16_input(wgu), and act(gate) * up of the
-  // finished sums into the down product's input (the values of launch_gated_activation_f16).
-  void matmul_f16_gated(const DeviceMatrix& wgu, int n_tokens, float* y, int64_t ldy, Activation act,
-                        GeluMode gelu, cudaStream_t stream);
-  // y += Wdown a for the rows matmul_f16_gated wrote; zero / zero_n as matmul_f16.
-  void matmul_f16_after_gated(const DeviceMatrix& w_down, int n_tokens, float* y, int64_t ldy,
-                              cudaStream_t stream, float* zero = nullptr, int64_t zero_n = 0);
   // Native FP8 prompt products (cuBLASLt with per-token activation scales) read x as E4M3 rows,
   // one scale per row; a producer (launch_gated_activation_fp8_rows, ops.h) can write them into
   // fp8_rows_input(w) directly. takes_fp8_rows(w, n) says whether matmul() would quantize its

@@ -18,7 +18,6 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cta_timeline.cuh"
 #include "kernels/cuda/cta_timeline.h"
-#include "kernels/cuda/gated.cuh"
 #include "kernels/cuda/quant_mma.h"
 #include "kernels/cuda/quant_types.cuh"
 #include "runtime/cuda_check.h"
@@ -89,13 +88,6 @@ struct MmaArgs {
   // register each for the whole kernel, where literals had ptxas rebuild the permute's selector in
   // a register before each use.
   uint32_t magic64, magic54;
-  // The gated activation applied as row blocks complete (launch_matmul_mma's GatedJob; act_mode
-  // < 0: none): gate rows [0, act_ff), up rows [act_ff, 2 act_ff), act_ff a multiple of the row
-  // block; act_cnt one counter per row block of features (zero before and after the launch).
-  int act_mode;
-  int64_t act_ff, act_ld;
-  __half* act_out;
-  unsigned* act_cnt;
 };
 
 constexpr int clamp_int(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
@@ -572,17 +564,7 @@ __device__ __forceinline__ void compute_q80(const uint8_t* st, const uint4* xs, 
 // Writes (plain store) or adds (atomic: where CTAs share the row block, and always when
 // accumulating into y, since a plain read-modify-write would wait on each load) the accumulators
 // of row block rb, then zeroes them.
-// *p += v without return. kRed: written as PTX red, for the gated instances: with the gated
-// path's fences in a kernel, ptxas made atomicAdd an atomic that waits for its return (ATOMG).
-template <bool kRed>
-__device__ __forceinline__ void add_to(float* p, float v) {
-  if constexpr (kRed)
-    asm volatile("red.relaxed.gpu.global.add.f32 [%0], %1;" ::"l"(p), "f"(v) : "memory");
-  else
-    atomicAdd(p, v);
-}
-
-template <int N, int W, int MT, bool kRed = false>
+template <int N, int W, int MT>
 __device__ __forceinline__ void flush(const MmaArgs& a, int64_t row0, bool atomic,
                                       float (&acc)[MT][N][4]) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
@@ -597,94 +579,12 @@ __device__ __forceinline__ void flush(const MmaArgs& a, int64_t row0, bool atomi
         if (row < a.n_rows && tok < a.n) {
           float* p = a.y + tok * a.ldy + row;
           if (atomic || a.accumulate)
-            add_to<kRed>(p, acc[mt][nt][e]);  // a reduction without return: no load latency
+            atomicAdd(p, acc[mt][nt][e]);  // a reduction without return: no load latency
           else
             *p = acc[mt][nt][e];
         }
         acc[mt][nt][e] = 0.f;
       }
-}
-
-// The gated activation after the product (MmaArgs::act_*; the kGated instances of the kernel
-// only: every other product runs main's code, SASS identical). At its end a CTA counts the units
-// it added into each row block it touched into the counter of that row block's features, whose
-// gate and up row blocks hold 2 spr units in all; the CTA whose count completes them (a release
-// fence before the counts, an acquire after the last: the adds of every CTA are in L2) reads the
-// rows x n sums of gate and up back from L2 and writes act(g) * u rounded to F16, then zeroes the
-// counter for the next launch. Each thread takes 4 features of up to 8 tokens at once, all 16
-// loads issued before the first store; not inlined, its arguments passed one by one.
-// Measured (H200, 2026-12-03, perf.md session 30): correct (MmaGated, whole-model parity), but
-// the 32-sequence qwen2-7b Q4_K_M step took 4.23-4.25 ms against 3.25-3.28 without it, the gate/up
-// launch ~30 us longer; removing the fences (a diagnostic build) did not help. That build kept its
-// completion mask in a static __shared__ word (1040 bytes of static shared memory where every
-// fast instance has 1024); the mask now sits in the stage area, so that the next measurement tells
-// that apart. Off by default (cuda_model.cpp's DUET_MMA_GATED).
-__device__ __forceinline__ void fence_acq_rel_gpu() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
-
-// ff is a multiple of 256 (mma_gated_ok), so the [n][ff] tensor has no tail past a multiple of 8
-// (gated_value's n8 is its size).
-__device__ __noinline__ void gated_apply(const float* y, int64_t ldy, int n, int mode, int64_t ff, __half* out,
-                                         int64_t ldo, int64_t grp, int rows) {
-  const int64_t n8 = static_cast<int64_t>(n) * ff;
-  const int quads = rows / 4, lanes = blockDim.x / quads;  // rows % 4 == 0, blockDim.x % quads == 0
-  const int q = threadIdx.x % quads, t0 = threadIdx.x / quads;
-  const int64_t f = grp * rows + 4 * q;
-  for (int tb = t0; tb < n; tb += 8 * lanes) {
-    float4 g[8], u[8];
-#pragma unroll
-    for (int k = 0; k < 8; ++k) {
-      const int t = tb + k * lanes;
-      if (t < n) {
-        const float4* yt = reinterpret_cast<const float4*>(y + t * ldy + f);
-        g[k] = __ldcg(yt);
-        u[k] = __ldcg(yt + ff / 4);
-      }
-    }
-#pragma unroll
-    for (int k = 0; k < 8; ++k) {
-      const int t = tb + k * lanes;
-      if (t < n)
-        *reinterpret_cast<uint2*>(out + t * ldo + f) =
-            detail::half4_bits(detail::gated_value4(mode, g[k], u[k], t * ff + f, n8));
-    }
-  }
-}
-
-// Units [u_begin, u_begin + count) were this CTA's; called by every thread after its last flush.
-__device__ __noinline__ void gated_tail(const float* y, int64_t ldy, int n, int64_t spr, int mode, int64_t ff,
-                                        __half* out, int64_t ldo, unsigned* cnt, int64_t u_begin,
-                                        int count, int rows, unsigned* last_mask_s) {
-  unsigned& last_mask = *last_mask_s;  // bit i: the features of row block base + i completed here
-  const int64_t u_end = u_begin + count, groups = ff / rows;
-  const int64_t rb_first = u_begin / spr, rb_last = (u_end - 1) / spr;
-  for (int64_t base = rb_first; base <= rb_last; base += 32) {
-    __syncthreads();  // every thread's adds issued, the stages' reads done (the mask's word is theirs)
-    if (threadIdx.x == 0) last_mask = 0u;
-    __syncthreads();
-    const int64_t rb = base + threadIdx.x;
-    if (threadIdx.x < 32 && rb <= rb_last) {
-      const int64_t lo = rb * spr > u_begin ? rb * spr : u_begin;
-      const int64_t hi = (rb + 1) * spr < u_end ? (rb + 1) * spr : u_end;
-      const unsigned units = static_cast<unsigned>(hi - lo);
-      const int64_t grp = rb < groups ? rb : rb - groups;
-      fence_acq_rel_gpu();
-      const unsigned old = atomicAdd(cnt + grp, units);
-      if (old + units == 2u * static_cast<unsigned>(spr)) {
-        fence_acq_rel_gpu();
-        cnt[grp] = 0u;
-        atomicOr(&last_mask, 1u << threadIdx.x);
-      }
-    }
-    __syncthreads();
-    unsigned mask = last_mask;
-    while (mask != 0u) {
-      const int i = __ffs(mask) - 1;
-      mask &= mask - 1;
-      const int64_t rb_done = base + i;
-      gated_apply(y, ldy, n, mode, ff, out, ldo, rb_done < groups ? rb_done : rb_done - groups, rows);
-    }
-    __syncthreads();  // last_mask read by all before the next chunk clears it
-  }
 }
 
 #endif  // __CUDA_ARCH__ >= 800
@@ -708,6 +608,12 @@ __device__ __noinline__ void gated_tail(const float* y, int64_t ldy, int n, int6
 // 1.1-1.4% off the 32-sequence step, while taking the mins out of the Q4_K decode (-136 half
 // adds) for 24 more mma a warp's stage (the sub-block sums of x and their min product) made it
 // 3% slower, and three two-stage CTAs an SM (168 registers) 14% slower (session 29, perf.md).
+// Two things that do not pay (sessions 30-31, perf.md): the fused gate/up product applying the
+// gated activation itself (each group of 128 features' sums read back from L2 by the CTA that
+// completed it) took the 32-sequence step from 3.23-3.25 to 4.01-4.04 ms; without that read-back
+// (a diagnostic) it was 3.19, so the activation launch it replaces is worth ~1.4% at best, and the
+// completion counts alone cost about as much (3.24-3.25). The flush's float reductions cost
+// nothing measurable: plain stores in their place (a diagnostic, wrong sums) ran as fast.
 // Launched programmatically where MatmulContext allows it (sm_90 native path): the weights of the
 // first stages are requested before the wait for the producer of x (and of a zeroed y), so that
 // they stream while that producer finishes.
@@ -716,7 +622,7 @@ __device__ __noinline__ void gated_tail(const float* y, int64_t ldy, int n, int6
 // copies' offsets found once and the permute magics as arguments it needs 115, and no instance
 // spills; before, ptxas spilled 8-40 bytes in the N = 6 instances and Q5_K's N = 4 one, and the
 // 48-sequence qwen2-7b Q4_K_M step was unchanged by that, H200, 2026-12-01).
-template <DType T, int N, int W, int MT, bool kGated>
+template <DType T, int N, int W, int MT>
 __global__ void __launch_bounds__(32 * W, (W == 8 && MT == 1 && N <= 6) ? 2 : 1)
     matmul_mma_kernel(MmaArgs a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -798,15 +704,12 @@ __global__ void __launch_bounds__(32 * W, (W == 8 && MT == 1 && N <= 6) ? 2 : 1)
     }
     if (sb_c == spr - 1 || it == count - 1) {
       const bool full = seg_full_start && sb_c == spr - 1;
-      flush<N, W, MT, kGated>(a, rb_c * S::kRows, !full, acc);
+      flush<N, W, MT>(a, rb_c * S::kRows, !full, acc);
       seg_full_start = true;
     }
     if (++sb_c == spr) sb_c = 0, ++rb_c;
   }
   cp_async_wait<0>();
-  if constexpr (kGated)
-    gated_tail(a.y, a.ldy, a.n, a.spr, a.act_mode, a.act_ff, a.act_out, a.act_ld, a.act_cnt, u_begin,
-               count, S::kRows, reinterpret_cast<unsigned*>(smem));
 #ifdef DUET_CTA_TIMELINE
   detail::cta_record(a.w, a.n_rows, cta_t0, cta_t1);
 #endif
@@ -839,14 +742,14 @@ int sm_count(int dev) {
 // Resident CTAs per SM of one kernel instantiation on device dev, after opting it in to its
 // dynamic shared memory there (both host calls that are not stream work: legal while a graph is
 // being captured; done once per instantiation and device).
-template <DType T, int N, int W, int MT, bool kGated>
+template <DType T, int N, int W, int MT>
 int ctas_per_sm(int dev) {
   using S = MmaShape<T, N, W, MT>;
   static std::mutex mu;
   static int per_sm[kMaxDevices] = {};
   std::lock_guard<std::mutex> lock(mu);
   if (per_sm[dev] == 0) {
-    auto kernel = matmul_mma_kernel<T, N, W, MT, kGated>;
+    auto kernel = matmul_mma_kernel<T, N, W, MT>;
     DUET_CUDA_CHECK(
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmemBytes));
     DUET_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm[dev], kernel, S::kThreads,
@@ -859,7 +762,7 @@ int ctas_per_sm(int dev) {
 
 template <DType T, int N, int W, int MT>
 void run(const DeviceMatrix& w, const __half* x, int64_t ldx, int n, float* y, int64_t ldy, int dev,
-         bool accumulate, bool pdl, ZeroJob zero, const GatedJob& gj, cudaStream_t s) {
+         bool accumulate, bool pdl, ZeroJob zero, cudaStream_t s) {
   using S = MmaShape<T, N, W, MT>;
   MmaArgs a{};
   a.magic64 = 0x64646464u;
@@ -879,17 +782,6 @@ void run(const DeviceMatrix& w, const __half* x, int64_t ldx, int n, float* y, i
   a.accumulate = accumulate ? 1 : 0;
   a.zero = zero.p;
   a.zero_n = zero.n;
-  a.act_mode = -1;
-  if (gj.mode >= 0) {
-    DUET_CHECK_MSG(gj.ff % S::kRows == 0 && w.n_rows == 2 * gj.ff,
-                   "matmul_mma: a gated flush needs 2 x %lld rows in blocks of %d (%lld rows)",
-                   (long long)gj.ff, S::kRows, (long long)w.n_rows);
-    a.act_mode = gj.mode;
-    a.act_ff = gj.ff;
-    a.act_out = gj.out;
-    a.act_ld = gj.ldo;
-    a.act_cnt = gj.counters;
-  }
   const int64_t row_blocks = (w.n_rows + S::kRows - 1) / S::kRows;
   a.units = row_blocks * a.spr;
   // load_stage's 32-bit offsets: a row block's weight bytes, and 8N activation rows.
@@ -898,10 +790,7 @@ void run(const DeviceMatrix& w, const __half* x, int64_t ldx, int n, float* y, i
                  "matmul_mma: %lld-byte rows or %lld-half activation rows too long", (long long)pitch,
                  (long long)ldx);
   // One wave; the fewest CTAs that give every CTA the smallest whole number of units.
-  const bool gated = gj.mode >= 0;
-  const int64_t slots =
-      static_cast<int64_t>(gated ? ctas_per_sm<T, N, W, MT, true>(dev) : ctas_per_sm<T, N, W, MT, false>(dev)) *
-      sm_count(dev);
+  const int64_t slots = static_cast<int64_t>(ctas_per_sm<T, N, W, MT>(dev)) * sm_count(dev);
   const int64_t per_cta = (a.units + slots - 1) / slots;
   const int64_t grid = (a.units + per_cta - 1) / per_cta;
   // Some row block is shared by two CTAs unless every CTA boundary is a row-block boundary.
@@ -909,20 +798,20 @@ void run(const DeviceMatrix& w, const __half* x, int64_t ldx, int n, float* y, i
   for (int64_t b = 1; b < grid && !shared; ++b) shared = (b * a.units / grid) % a.spr != 0;
   if (shared && !accumulate)
     DUET_CUDA_CHECK(cudaMemset2DAsync(y, ldy * sizeof(float), 0, w.n_rows * sizeof(float), n, s));
-  detail::launch_maybe_pdl(gated ? matmul_mma_kernel<T, N, W, MT, true> : matmul_mma_kernel<T, N, W, MT, false>,
-                           dim3(static_cast<unsigned>(grid)), dim3(S::kThreads), S::kSmemBytes, s, pdl, a);
+  detail::launch_maybe_pdl(matmul_mma_kernel<T, N, W, MT>, dim3(static_cast<unsigned>(grid)), dim3(S::kThreads),
+                           S::kSmemBytes, s, pdl, a);
   DUET_CUDA_CHECK_LAUNCH();
 }
 
 template <DType T, int W, int MT>
 void dispatch_tokens(const DeviceMatrix& w, const __half* x, int64_t ldx, int n, float* y,
-                     int64_t ldy, int dev, bool acc, bool pdl, ZeroJob z, const GatedJob& g, cudaStream_t s) {
+                     int64_t ldy, int dev, bool acc, bool pdl, ZeroJob z, cudaStream_t s) {
   const int tiles = (n + 7) / 8;
-  if (tiles <= 1) return run<T, 1, W, MT>(w, x, ldx, n, y, ldy, dev, acc, pdl, z, g, s);
-  if (tiles <= 2) return run<T, 2, W, MT>(w, x, ldx, n, y, ldy, dev, acc, pdl, z, g, s);
-  if (tiles <= 4) return run<T, 4, W, MT>(w, x, ldx, n, y, ldy, dev, acc, pdl, z, g, s);
-  if (tiles <= 6) return run<T, 6, W, MT>(w, x, ldx, n, y, ldy, dev, acc, pdl, z, g, s);
-  return run<T, 8, W, MT>(w, x, ldx, n, y, ldy, dev, acc, pdl, z, g, s);
+  if (tiles <= 1) return run<T, 1, W, MT>(w, x, ldx, n, y, ldy, dev, acc, pdl, z, s);
+  if (tiles <= 2) return run<T, 2, W, MT>(w, x, ldx, n, y, ldy, dev, acc, pdl, z, s);
+  if (tiles <= 4) return run<T, 4, W, MT>(w, x, ldx, n, y, ldy, dev, acc, pdl, z, s);
+  if (tiles <= 6) return run<T, 6, W, MT>(w, x, ldx, n, y, ldy, dev, acc, pdl, z, s);
+  return run<T, 8, W, MT>(w, x, ldx, n, y, ldy, dev, acc, pdl, z, s);
 }
 
 // CTA shape (warps x m16 tiles per warp; rows per CTA = 16 x both). 4 x 2 (128 rows) by default:
@@ -970,7 +859,7 @@ bool small_product(const DeviceMatrix& w, int dev) {
 
 template <DType T>
 void dispatch(const DeviceMatrix& w, const __half* x, int64_t ldx, int n, float* y, int64_t ldy,
-              bool acc, bool pdl, ZeroJob z, const GatedJob& g, cudaStream_t s) {
+              bool acc, bool pdl, ZeroJob z, cudaStream_t s) {
   const int dev = current_device();
   MmaCfg c = forced_cfg();
   if (c == MmaCfg::kAuto) {
@@ -982,9 +871,9 @@ void dispatch(const DeviceMatrix& w, const __half* x, int64_t ldx, int n, float*
     c = tiles > 4 && tiles <= 6 ? MmaCfg::k8x1 : MmaCfg::k4x2;
   }
   switch (c) {
-    case MmaCfg::k8x2: return dispatch_tokens<T, 8, 2>(w, x, ldx, n, y, ldy, dev, acc, pdl, z, g, s);
-    case MmaCfg::k8x1: return dispatch_tokens<T, 8, 1>(w, x, ldx, n, y, ldy, dev, acc, pdl, z, g, s);
-    default: return dispatch_tokens<T, 4, 2>(w, x, ldx, n, y, ldy, dev, acc, pdl, z, g, s);
+    case MmaCfg::k8x2: return dispatch_tokens<T, 8, 2>(w, x, ldx, n, y, ldy, dev, acc, pdl, z, s);
+    case MmaCfg::k8x1: return dispatch_tokens<T, 8, 1>(w, x, ldx, n, y, ldy, dev, acc, pdl, z, s);
+    default: return dispatch_tokens<T, 4, 2>(w, x, ldx, n, y, ldy, dev, acc, pdl, z, s);
   }
 }
 
@@ -994,17 +883,12 @@ void dispatch(const DeviceMatrix& w, const __half* x, int64_t ldx, int n, float*
 DUET_CTA_TIMELINE_BIND(cta_timeline_bind_quant_mma)
 #endif
 
-bool mma_gated_ok(const DeviceMatrix& w, int64_t ff) {
-  return ff > 0 && ff % kMmaGatedAlign == 0 && w.n_rows == 2 * ff;
-}
-
 bool mma_supported(DType t) {
   return t == DType::kQ4_K || t == DType::kQ5_K || t == DType::kQ6_K || t == DType::kQ8_0;
 }
 
 void launch_matmul_mma(const DeviceMatrix& w, const __half* x, int64_t ldx, int n, float* y,
-                       int64_t ldy, cudaStream_t s, bool accumulate, bool pdl, ZeroJob zero,
-                       const GatedJob& gated) {
+                       int64_t ldy, cudaStream_t s, bool accumulate, bool pdl, ZeroJob zero) {
   DUET_CHECK_MSG(zero.n == 0 || reinterpret_cast<uintptr_t>(zero.p) % 16 == 0,
                  "matmul_mma: the buffer to zero needs 16-byte alignment");
   DUET_CHECK_MSG(n >= 1 && n <= kMmaMaxTokens, "matmul_mma: n_tokens %d not in [1, %d]", n,
@@ -1018,22 +902,16 @@ void launch_matmul_mma(const DeviceMatrix& w, const __half* x, int64_t ldx, int 
   DUET_CHECK_MSG(w.n_cols > 0 && w.n_cols % block == 0,
                  "matmul_mma: %lld columns, not a multiple of %lld", (long long)w.n_cols,
                  (long long)block);
-  DUET_CHECK_MSG(gated.mode < 0 || (mma_gated_ok(w, gated.ff) && gated.out != nullptr &&
-                                     gated.counters != nullptr && gated.ldo >= gated.ff && gated.ldo % 4 == 0 &&
-                                     reinterpret_cast<uintptr_t>(gated.out) % 8 == 0 &&
-                                     reinterpret_cast<uintptr_t>(y) % 16 == 0 && ldy % 4 == 0),
-                 "matmul_mma: a gated flush of %lld features does not fit this %lld-row product",
-                 (long long)gated.ff, (long long)w.n_rows);
   if (w.n_rows == 0) return;
   switch (w.dtype) {
     case DType::kQ4_K:
-      return dispatch<DType::kQ4_K>(w, x, ldx, n, y, ldy, accumulate, pdl, zero, gated, s);
+      return dispatch<DType::kQ4_K>(w, x, ldx, n, y, ldy, accumulate, pdl, zero, s);
     case DType::kQ5_K:
-      return dispatch<DType::kQ5_K>(w, x, ldx, n, y, ldy, accumulate, pdl, zero, gated, s);
+      return dispatch<DType::kQ5_K>(w, x, ldx, n, y, ldy, accumulate, pdl, zero, s);
     case DType::kQ8_0:
-      return dispatch<DType::kQ8_0>(w, x, ldx, n, y, ldy, accumulate, pdl, zero, gated, s);
+      return dispatch<DType::kQ8_0>(w, x, ldx, n, y, ldy, accumulate, pdl, zero, s);
     case DType::kQ6_K:
-      return dispatch<DType::kQ6_K>(w, x, ldx, n, y, ldy, accumulate, pdl, zero, gated, s);
+      return dispatch<DType::kQ6_K>(w, x, ldx, n, y, ldy, accumulate, pdl, zero, s);
     default:
       DUET_CHECK_MSG(false, "matmul_mma: no kernel for %s weights",
                      std::string(dtype_name(w.dtype)).c_str());

@@ -36,28 +36,8 @@ struct ZeroJob {
   float* p = nullptr;
   int64_t n = 0;
 };
-// gated: the gated activation of a fused [gate; up] product (ff gate rows, then ff up rows), applied
-// in the same launch: as each block of features completes (every CTA's adds counted in
-// counters[ff / 128], which must be zero at the launch and are zero again after it), the CTA that
-// completes it writes out[t * ldo + f] = act(y[t][f]) * y[t][ff + f] rounded to F16 for f < ff,
-// t < n (detail::gated_value: the values of launch_gated_activation_f16 on the same y), so that no
-// activation launch runs between this product and the down product that reads out. y still gets
-// the product. Needs mma_gated_ok(w, ff), y 16-byte aligned with ldy % 4 == 0, out 8-byte aligned
-// with ldo % 4 == 0, and y zeroed where the product adds (as without it). Runs separate kernel
-// instances; measured slower than the product and activation launches so far (quant_mma.cu,
-// gated_tail), so the model uses it only under DUET_MMA_GATED=1.
-struct GatedJob {
-  int mode = -1;  // detail::gated_mode (kernels/cuda/gated.cuh); < 0: no activation
-  int64_t ff = 0;
-  __half* out = nullptr;
-  int64_t ldo = 0;
-  unsigned* counters = nullptr;
-};
-constexpr int64_t kMmaGatedAlign = 256;  // ff a multiple of every CTA shape's row block
-// True when w (2 ff rows) can take a GatedJob of ff features.
-bool mma_gated_ok(const DeviceMatrix& w, int64_t ff);
 void launch_matmul_mma(const DeviceMatrix& w, const __half* x, int64_t ldx, int n, float* y,
                        int64_t ldy, cudaStream_t s, bool accumulate = false, bool pdl = false,
-                       ZeroJob zero = {}, const GatedJob& gated = {});
+                       ZeroJob zero = {});
 
 }  // namespace duet::cuda::kernels
