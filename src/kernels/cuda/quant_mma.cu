@@ -611,7 +611,7 @@ __device__ __forceinline__ void flush(const MmaArgs& a, int64_t row0, bool atomi
 // Two things that do not pay (sessions 30-31, perf.md): the fused gate/up product applying the
 // gated activation itself (each group of 128 features' sums read back from L2 by the CTA that
 // completed it) took the 32-sequence step from 3.23-3.25 to 4.01-4.04 ms; without that read-back
-// (a diagnostic) it was 3.19, so the activation launch it replaces is worth ~1.4% at best, and the
+// (a diagnostic) it was 3.19, so the activation launch it replaces is worth ~1.5% at best, and the
 // completion counts alone cost about as much (3.24-3.25). The flush's float reductions cost
 // nothing measurable: plain stores in their place (a diagnostic, wrong sums) ran as fast.
 // Launched programmatically where MatmulContext allows it (sm_90 native path): the weights of the
