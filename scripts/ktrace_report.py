@@ -6,11 +6,15 @@ replay's critical path ("advance": how far the kernel's end moved the latest end
 start order; the advances of a replay sum to its span, so they say where the wall-clock time of a
 step goes when programmatic launches overlap kernels).
 
-Usage: ktrace_report.py TRACE.csv [--min-replays N] [--skip N] [--json OUT] [--timeline FIRST LAST [--graph G]]
+Usage: ktrace_report.py TRACE.csv [--min-replays N] [--skip N] [--json OUT]
+                         [--timeline FIRST LAST | --layers FIRST PERIOD COUNT] [--graph G]
   --skip N: leave out each graph's first N replays (warm-up).
   --timeline FIRST LAST: instead, the kernels at positions FIRST .. LAST - 1 of each replay (in start
     order) with their mean start and end in us from position FIRST's start, e.g. one decoder layer
-    (graph G, else the graph with the most replays)."""
+    (graph G, else the graph with the most replays).
+  --layers FIRST PERIOD COUNT: instead, the mean advance (us) of each of a layer's PERIOD kernels over
+    COUNT layers starting at position FIRST (e.g. the ten kernels of a decoder layer), and the
+    layer's total: where a layer's time goes."""
 import argparse
 import collections
 import csv
@@ -112,6 +116,31 @@ def timeline(by_graph, first, last, graph=None, skip=2):
     return {"graph": graph, "replays": len(reps), "rows": rows}
 
 
+def layer_advances(by_graph, first, period, count, graph=None, skip=2):
+    """Positions first + i period + j (i < count, j < period) of the replays of `graph` (else the
+    graph with the most replays): per j the kind (that of layer 0; `same` False where another layer
+    has another kind there) and the mean advance (us) over layers and replays, the advance being
+    measured over the whole replay as in analyse()."""
+    if graph is None:
+        graph = max(by_graph, key=lambda g: len(replays_of(by_graph[g], skip)), default=None)
+    reps = replays_of(by_graph.get(graph, []), skip)
+    if not reps or period < 1 or count < 1 or first < 0 or first + period * count > len(reps[0]):
+        return {"graph": graph, "replays": len(reps), "rows": [], "layer_us": 0.0}
+    adv = [0.0] * len(reps[0])
+    for rep in reps:
+        latest = rep[0][0]
+        for i, (_, e, _, _) in enumerate(rep):
+            adv[i] += max(0, e - latest)
+            latest = max(latest, e)
+    rows = []
+    for j in range(period):
+        pos = [first + i * period + j for i in range(count)]
+        kind = reps[0][pos[0]][3]
+        rows.append({"offset": j, "kind": kind, "same": all(reps[0][q][3] == kind for q in pos),
+                     "advance_us": sum(adv[q] for q in pos) / count / len(reps) / 1e3})
+    return {"graph": graph, "replays": len(reps), "rows": rows, "layer_us": sum(r["advance_us"] for r in rows)}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("trace")
@@ -119,8 +148,21 @@ def main():
     ap.add_argument("--skip", type=int, default=2)
     ap.add_argument("--json")
     ap.add_argument("--timeline", nargs=2, type=int, metavar=("FIRST", "LAST"))
+    ap.add_argument("--layers", nargs=3, type=int, metavar=("FIRST", "PERIOD", "COUNT"))
     ap.add_argument("--graph", type=int)
     a = ap.parse_args()
+    if a.layers:
+        la = layer_advances(read_trace(a.trace), a.layers[0], a.layers[1], a.layers[2], a.graph, a.skip)
+        print(f"graph {la['graph']}, {la['replays']} replays; mean advance over {a.layers[2]} layers of "
+              f"{a.layers[1]} kernels from position {a.layers[0]}, us")
+        for r in la["rows"]:
+            mark = "" if r["same"] else "  (kinds differ across layers)"
+            print(f"  {r['offset']:3d} {r['kind'][:58]:58s} {r['advance_us']:8.2f}{mark}")
+        print(f"  {'layer':62s} {la['layer_us']:8.2f}")
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump(la, f, indent=1)
+        return
     if a.timeline:
         tl = timeline(read_trace(a.trace), a.timeline[0], a.timeline[1], a.graph, a.skip)
         print(f"graph {tl['graph']}, {tl['replays']} replays; us from position {a.timeline[0]}'s start")

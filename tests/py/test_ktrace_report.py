@@ -64,3 +64,33 @@ def test_timeline(tmp_path):
     # Out of range or another graph.
     assert ktrace_report.timeline(ktrace_report.read_trace(path), 2, 4, skip=1)["rows"] == []
     assert ktrace_report.timeline(ktrace_report.read_trace(path), 0, 1, graph=6, skip=0)["replays"] == 3
+
+
+def test_layer_advances(tmp_path):
+    lines = ["start_ns,end_ns,graph_id,graph_node_id,correlation_id,stream_id,grid,block,dyn_smem,name"]
+    for k in range(4):  # graph 5: an embedding-like norm, then two "layers" of norm, product, norm
+        t = 1_000_000 * k
+        lines.append(f"{t},{t + 1000},5,10,1,7,1x1x1,32x1x1,0,{NORM}")
+        for layer in range(2):
+            b = t + 1000 + 12000 * layer
+            lines.append(f"{b},{b + 2000},5,{20 + 3 * layer},2,7,1x1x1,1024x1x1,0,{NORM}")
+            # The product starts 1 us before the norm ends and runs 8 us (+1 us in layer 1).
+            lines.append(f"{b + 1000},{b + 9000 + 1000 * layer},5,{21 + 3 * layer},3,7,259x1x1,256x1x1,0,{MMA}")
+            lines.append(f"{b + 9000 + 1000 * layer},{b + 12000},5,{22 + 3 * layer},4,7,1x1x1,1024x1x1,0,{NORM}")
+    path = tmp_path / "trace.csv"
+    path.write_text("\n".join(lines) + "\n")
+    la = ktrace_report.layer_advances(ktrace_report.read_trace(path), 1, 3, 2, skip=1)
+    assert la["graph"] == 5 and la["replays"] == 3
+    assert [r["kind"] for r in la["rows"]] == ["rms_norm_q8_kernel g1", "matmul_mma_kernel<12,4,8,1> g259",
+                                               "rms_norm_q8_kernel g1"]
+    assert all(r["same"] for r in la["rows"])
+    adv = [r["advance_us"] for r in la["rows"]]
+    # norm 2 us (it starts when the step before ends), product 7 and 8 us past the norm's end (7.5
+    # on average), last norm the rest of the 12-us layer.
+    assert abs(adv[0] - 2.0) < 1e-9 and abs(adv[1] - 7.5) < 1e-9 and abs(adv[2] - 2.5) < 1e-9
+    assert abs(la["layer_us"] - 12.0) < 1e-9
+    # A period that is not the layer's: the kinds differ across the "layers".
+    off = ktrace_report.layer_advances(ktrace_report.read_trace(path), 1, 2, 3, skip=1)
+    assert not all(r["same"] for r in off["rows"])
+    # Past the replay's end: nothing.
+    assert ktrace_report.layer_advances(ktrace_report.read_trace(path), 1, 3, 3, skip=1)["rows"] == []
