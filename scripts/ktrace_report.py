@@ -73,20 +73,33 @@ def analyse(by_graph, skip=2, min_replays=3):
         nodes = len(replays[0])
         spans, busy, adv, count = [], collections.Counter(), collections.Counter(), collections.Counter()
         for rep in replays:
-            t0 = rep[0][0]
-            latest = t0
-            spans.append(max(r[1] for r in rep) - t0)
-            for s, e, _, kind in rep:
+            spans.append(max(r[1] for r in rep) - rep[0][0])
+            for (s, e, _, kind), a in zip(rep, replay_advances(rep)):
                 busy[kind] += e - s
                 count[kind] += 1
-                adv[kind] += max(0, e - latest)
-                latest = max(latest, e)
+                adv[kind] += a
         n = len(replays)
         rows = [{"kind": k, "per_replay": count[k] / n, "busy_us": busy[k] / n / 1e3, "advance_us": adv[k] / n / 1e3}
                 for k in sorted(adv, key=lambda k: -adv[k])]
         report.append({"graph": g, "kernels": nodes, "replays": n, "span_us": sum(spans) / n / 1e3,
                        "min_span_us": min(spans) / 1e3, "max_span_us": max(spans) / 1e3, "kinds": rows})
     return report
+
+
+def replay_advances(rep):
+    """Each record's advance in a replay (in start order): how far its end moved the latest end seen
+    so far, from the replay's first start; they sum to the replay's span."""
+    latest = rep[0][0]
+    out = []
+    for _, e, _, _ in rep:
+        out.append(max(0, e - latest))
+        latest = max(latest, e)
+    return out
+
+
+def busiest_graph(by_graph, skip):
+    """The graph with the most replays after the first `skip` (None without graphs)."""
+    return max(by_graph, key=lambda g: len(replays_of(by_graph[g], skip)), default=None)
 
 
 def replays_of(recs, skip):
@@ -103,7 +116,7 @@ def timeline(by_graph, first, last, graph=None, skip=2):
     """Positions first .. last - 1 of the replays of `graph` (else the graph with the most
     replays): per position its kind and mean start / end (us) from position first's start."""
     if graph is None:
-        graph = max(by_graph, key=lambda g: len(replays_of(by_graph[g], skip)), default=None)
+        graph = busiest_graph(by_graph, skip)
     reps = replays_of(by_graph.get(graph, []), skip)
     if not reps or not 0 <= first < last <= len(reps[0]):
         return {"graph": graph, "replays": len(reps), "rows": []}
@@ -122,16 +135,11 @@ def layer_advances(by_graph, first, period, count, graph=None, skip=2):
     has another kind there) and the mean advance (us) over layers and replays, the advance being
     measured over the whole replay as in analyse()."""
     if graph is None:
-        graph = max(by_graph, key=lambda g: len(replays_of(by_graph[g], skip)), default=None)
+        graph = busiest_graph(by_graph, skip)
     reps = replays_of(by_graph.get(graph, []), skip)
     if not reps or period < 1 or count < 1 or first < 0 or first + period * count > len(reps[0]):
         return {"graph": graph, "replays": len(reps), "rows": [], "layer_us": 0.0}
-    adv = [0.0] * len(reps[0])
-    for rep in reps:
-        latest = rep[0][0]
-        for i, (_, e, _, _) in enumerate(rep):
-            adv[i] += max(0, e - latest)
-            latest = max(latest, e)
+    adv = [sum(col) for col in zip(*(replay_advances(rep) for rep in reps))]
     rows = []
     for j in range(period):
         pos = [first + i * period + j for i in range(count)]
@@ -139,6 +147,13 @@ def layer_advances(by_graph, first, period, count, graph=None, skip=2):
         rows.append({"offset": j, "kind": kind, "same": all(reps[0][q][3] == kind for q in pos),
                      "advance_us": sum(adv[q] for q in pos) / count / len(reps) / 1e3})
     return {"graph": graph, "replays": len(reps), "rows": rows, "layer_us": sum(r["advance_us"] for r in rows)}
+
+
+def write_json(path, obj):
+    """obj as indented JSON into path (--json), when one was given."""
+    if path:
+        with open(path, "w") as f:
+            json.dump(obj, f, indent=1)
 
 
 def main():
@@ -159,18 +174,14 @@ def main():
             mark = "" if r["same"] else "  (kinds differ across layers)"
             print(f"  {r['offset']:3d} {r['kind'][:58]:58s} {r['advance_us']:8.2f}{mark}")
         print(f"  {'layer':62s} {la['layer_us']:8.2f}")
-        if a.json:
-            with open(a.json, "w") as f:
-                json.dump(la, f, indent=1)
+        write_json(a.json, la)
         return
     if a.timeline:
         tl = timeline(read_trace(a.trace), a.timeline[0], a.timeline[1], a.graph, a.skip)
         print(f"graph {tl['graph']}, {tl['replays']} replays; us from position {a.timeline[0]}'s start")
         for r in tl["rows"]:
             print(f"  {r['position']:4d} {r['kind'][:58]:58s} start {r['start_us']:8.2f} end {r['end_us']:8.2f}")
-        if a.json:
-            with open(a.json, "w") as f:
-                json.dump(tl, f, indent=1)
+        write_json(a.json, tl)
         return
     report = analyse(read_trace(a.trace), a.skip, a.min_replays)
     for g in report:
@@ -181,9 +192,7 @@ def main():
         for k in g["kinds"]:
             print(f"  {k['kind'][:58]:58s} {k['per_replay']:8.0f} {k['busy_us']:9.1f} {k['advance_us']:11.1f} "
                   f"{100 * k['advance_us'] / span:5.1f}%")
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(report, f, indent=1)
+    write_json(a.json, report)
 
 
 if __name__ == "__main__":
