@@ -11,7 +11,9 @@ METRICS = [("t_us", "gpu__time_duration.sum"), ("dram%", "dram__throughput.avg.p
            ("l1%", "l1tex__throughput.avg.pct_of_peak_sustained_active"),
            ("sm%", "sm__throughput.avg.pct_of_peak_sustained_elapsed"),
            ("warps%", "sm__warps_active.avg.pct_of_peak_sustained_active"), ("grid", "launch__grid_size"),
-           ("blk", "launch__block_size"), ("regs", "launch__registers_per_thread"), ("MB", "dram__bytes_read.sum")]
+           ("blk", "launch__block_size"), ("regs", "launch__registers_per_thread"), ("MB", "dram__bytes_read.sum"),
+           ("L2sect", "lts__t_sectors_srcunit_tex_op_read.sum"),
+           ("L2miss", "lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum")]
 
 
 def main():

@@ -119,10 +119,16 @@ const Shape kShapes[] = {
     {"16x128 (4x128), 6 slots", launch_shape<16, 4, 6, 0>, false},
     {"16x128 (4x128), 8 slots", launch_shape<16, 4, 8, 0>, false},
     {"32x64, 6 slots", launch_shape<32, 8, 6, 0>, false},
+    {"32x64, 6 slots, L2::128B", launch_shape<32, 8, 6, 128>, false},
+    {"32x64, 6 slots, L2::256B", launch_shape<32, 8, 6, 256>, false},
+    {"32x64, 5 slots, L2::128B", launch_shape<32, 8, 5, 128>, false},
+    {"32x64, L2::128B", launch_shape<32, 8, 4, 128>, false},
     {"8x256 (2x256 copies)", launch_shape<8, 2, 4, 0>, false},
     {"4x512 (1x512 copies)", launch_shape<4, 1, 4, 0>, false},
     {"linear (512-byte copies)", launch_shape<1, 1, 4, 0>, true},
     {"linear, 8 slots", launch_shape<1, 1, 8, 0>, true},
+    {"linear, 6 slots", launch_shape<1, 1, 6, 0>, true},
+    {"linear, 6 slots, L2::256B", launch_shape<1, 1, 6, 256>, true},
 };
 
 TEST(StreamPatternBench, EveryShapeReadsEachPieceOnce) {

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Memory counters of the streaming decode products (matvec_mma_stream_kernel) under ncu: time,
+# DRAM bytes read and throughput, L2 sectors the SMs read and how many missed, warps active, for
+# two eager one-token decode layers (-s 8 -c 8: layers 2-3's q/k/v, o, gate/up and down) of
+# qwen2-7b FP8 weight-only and BF16 (`duet synth`, random weights). Answers whether a product
+# reads more DRAM bytes than its weights and how busy HBM is while it runs.
+# FP8_SETS: extra settings for the FP8 file, "|"-separated VAR=value words (e.g. "DUET_MATVEC_L2PF=0").
+# Usage: scripts/gpu-ncu-products.sh BUNDLE.tar.xz OUT
+set -uo pipefail
+cd "$(dirname "$0")/.."
+source scripts/gpu-lib.sh
+start_run "$1" "$2"
+command -v ncu >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
+m=gpu__time_duration.sum,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed
+m=$m,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum
+m=$m,sm__warps_active.avg.pct_of_peak_sustained_active,launch__grid_size,launch__block_size,launch__registers_per_thread
+[ -e "$work/q7-fp8ch" ] || "$bin/duet" synth --arch qwen2 --shape qwen2-7b -t fp8-channel -o "$work/q7-fp8ch" -q &
+[ -e "$work/q7-bf16.gguf" ] || "$bin/duet" synth --arch qwen2 --shape qwen2-7b -t BF16 -o "$work/q7-bf16.gguf" -q &
+wait
+runs=("fp8|q7-fp8ch|--fp8 weight-only|" "bf16|q7-bf16.gguf||")
+IFS='|' read -r -a extra_sets <<<"${FP8_SETS:-}"
+for s in "${extra_sets[@]}"; do runs+=("fp8 $(echo $s)|q7-fp8ch|--fp8 weight-only|$(echo $s)"); done
+i=0
+for r in "${runs[@]}"; do
+  IFS='|' read -r label f args envs <<<"$r"
+  i=$((i + 1))
+  echo "== $label"
+  env $envs timeout 240 ncu --clock-control none --csv --page raw --metrics "$m" -k regex:matvec_mma_stream -s 8 -c 8 \
+    "$bin/duet" bench -m "$work/$f" -p 0 -n 2 -r 1 --no-graphs $args >"$out/ncu-$i.csv" 2>"$out/ncu-$i.err"
+  python3 scripts/ncu_table.py "$out/ncu-$i.csv"
+done
