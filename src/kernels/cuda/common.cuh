@@ -10,6 +10,7 @@
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <map>
@@ -49,6 +50,30 @@ inline int opt_in_ctas_per_sm(const void* kernel, int threads, size_t smem) {
     it->second = n > 0 ? n : 1;
   }
   return it->second;
+}
+
+// Asks the current device to give `kernel` the smallest shared-memory carve-out that still holds
+// per_sm CTAs of `smem` dynamic bytes (plus the kernel's static shared memory and the per-CTA
+// reservation), so that the rest of the SM's unified L1 / shared memory stays L1; percent >= 0
+// asks for that carve-out instead (a benchmark knob). Once per (kernel, device); host calls only.
+inline void prefer_l1_carveout(const void* kernel, int per_sm, size_t smem, int percent = -1) {
+  static std::mutex mu;
+  static std::map<std::pair<const void*, int>, int> done;
+  int dev = 0;
+  DUET_CUDA_CHECK(cudaGetDevice(&dev));
+  std::lock_guard<std::mutex> lock(mu);
+  if (!done.try_emplace({kernel, dev}, 0).second) return;
+  if (percent < 0) {
+    cudaFuncAttributes attr{};
+    DUET_CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
+    int sm_bytes = 0, reserved = 0;
+    DUET_CUDA_CHECK(cudaDeviceGetAttribute(&sm_bytes, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev));
+    DUET_CUDA_CHECK(cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, dev));
+    const size_t need = static_cast<size_t>(per_sm) * (smem + attr.sharedSizeBytes + static_cast<size_t>(reserved));
+    if (sm_bytes <= 0) return;
+    percent = static_cast<int>(std::min<size_t>(100, (need * 100 + sm_bytes - 1) / static_cast<size_t>(sm_bytes)));
+  }
+  DUET_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, percent));
 }
 
 // Multiprocessor count of the current device (a cheap attribute query; legal during capture).

@@ -675,6 +675,15 @@ void launch_stream_hinted(const MvArgs& a, bool pdl, cudaStream_t s) {
   constexpr size_t kSmem = size_t{D} * 2 * MT * W * 32 * 16;
   const auto kernel = matvec_mma_stream_kernel<K, MT, W, D, L2F, kStaged>;
   const int per_sm = detail::opt_in_ctas_per_sm(reinterpret_cast<const void*>(kernel), W * 32, kSmem);
+  // FP8 weight-only: the smallest shared-memory carve-out for the resident CTAs, so that L1 keeps
+  // the rest for the float activations every chunk reads (H200, qwen2-7b FP8 weight-only tg128,
+  // perf.md session 32, two interleaved rounds: 382.7 / 384.4 tok/s at 65%, what this gives
+  // there, against 378.1 / 379.7 with the driver's choice and 377.3 / 378.7 at 100%).
+  // DUET_MATVEC_CARVEOUT=P (benchmark knob, 0-100, read once per kernel and device) asks for P%
+  // instead, for any kind.
+  const int carve = env_int("DUET_MATVEC_CARVEOUT", 0, 100);
+  if (carve >= 0 || K == MatvecMmaKind::kFp8Hw || K == MatvecMmaKind::kFp8Soft)
+    detail::prefer_l1_carveout(reinterpret_cast<const void*>(kernel), per_sm, kSmem, carve);
   const int64_t units = (a.n_rows + 16 * MT - 1) / (16 * MT);
   DUET_CHECK_MSG(units * a.n_chunks < (int64_t{1} << 31), "matvec_mma: %lld rows x %d chunks beyond 32-bit indices",
                  static_cast<long long>(a.n_rows), a.n_chunks);
