@@ -1,5 +1,5 @@
 """scripts/ncu_table.py: an `ncu --csv --page raw` file printed one line per launch with its
-metrics (memory counters included), or with --sum the total time per kernel name."""
+metrics (memory counters included) in the units of ncu's units row, or with --sum the total time per kernel name."""
 import subprocess
 import sys
 
@@ -8,7 +8,7 @@ from conftest import SOURCE_DIR
 SCRIPT = SOURCE_DIR / "scripts" / "ncu_table.py"
 HEADER = ["ID", "Process ID", "Kernel Name", "gpu__time_duration.sum", "dram__bytes_read.sum",
           "lts__t_sectors_srcunit_tex_op_read.sum", "lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum"]
-UNITS = ["", "", "", "nsecond", "byte", "sector", "sector"]
+UNITS = ["", "", "", "ns", "byte", "sector", "sector"]
 
 
 def write_csv(path, rows):
@@ -28,10 +28,10 @@ def test_one_line_per_launch_with_memory_counters(tmp_path):
     lines = run(path).splitlines()
     assert len(lines) == 2  # the units row is not a launch
     assert lines[0].startswith("gate_up_kernel")
-    assert "t_us 40,832" in lines[0] and "MB 136,739,328" in lines[0]
-    assert "L2sect 4,310,879" in lines[0] and "L2miss 4,270,040" in lines[0]
+    assert "time 40,832 ns" in lines[0] and "dram_read 136,739,328 byte" in lines[0]
+    assert "L2sect 4,310,879 sector" in lines[0] and "L2miss 4,270,040 sector" in lines[0]
     assert "dram% -" in lines[0]  # a metric the file lacks prints as "-"
-    assert "L2miss 2,142,220" in lines[1]
+    assert "L2miss 2,142,220 sector" in lines[1]
 
 
 def test_sum_totals_time_per_kernel_largest_first(tmp_path):
