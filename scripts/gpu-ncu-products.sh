@@ -4,7 +4,8 @@
 # two eager one-token decode layers (-s 8 -c 8: layers 2-3's q/k/v, o, gate/up and down) of
 # qwen2-7b FP8 weight-only and BF16 (`duet synth`, random weights). Answers whether a product
 # reads more DRAM bytes than its weights and how busy HBM is while it runs.
-# FP8_SETS: extra settings for the FP8 file, "|"-separated VAR=value words (e.g. "DUET_MATVEC_L2PF=0").
+# FP8_SETS / BF16_SETS: extra settings for the FP8 / BF16 file, "|"-separated VAR=value words
+# (e.g. FP8_SETS="DUET_MATVEC_L2PF=0" BF16_SETS="DUET_MATVEC_STREAM_CFG=4").
 # Usage: scripts/gpu-ncu-products.sh BUNDLE.tar.xz OUT
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -20,6 +21,8 @@ wait
 runs=("fp8|q7-fp8ch|--fp8 weight-only|" "bf16|q7-bf16.gguf||")
 IFS='|' read -r -a extra_sets <<<"${FP8_SETS:-}"
 for s in "${extra_sets[@]}"; do runs+=("fp8 $(echo $s)|q7-fp8ch|--fp8 weight-only|$(echo $s)"); done
+IFS='|' read -r -a extra_sets <<<"${BF16_SETS:-}"
+for s in "${extra_sets[@]}"; do runs+=("bf16 $(echo $s)|q7-bf16.gguf||$(echo $s)"); done
 i=0
 for r in "${runs[@]}"; do
   IFS='|' read -r label f args envs <<<"$r"

@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""Summarises ncu's source page (`ncu --import R --page source --csv --print-source sass`): the
+warp-state samples (PC sampling) of each SASS instruction, grouped by opcode and listed for the
+instructions that hold most of them, with the stall-reason columns ncu gives per instruction;
+with --details, the details page's scheduler, warp-state, pipe and speed-of-light metrics.
+
+Usage: ncu_sass_stalls.py SASS.csv [--details DETAILS.csv] [--top N]
+"""
+import argparse
+import csv
+import re
+import sys
+from collections import defaultdict
+
+
+def number(text):
+    """A metric cell as a float ('1,234.5' -> 1234.5); None when it is not a number."""
+    t = (text or "").replace(",", "").strip()
+    try:
+        return float(t)
+    except ValueError:
+        return None
+
+
+def opcode(sass):
+    """The opcode of one SASS line without its predicate and modifiers ('@!P0 LDGSTS.E.BYPASS' -> LDGSTS)."""
+    words = sass.strip().split()
+    if words and words[0].startswith("@"):
+        words = words[1:]
+    return words[0].split(".")[0] if words else "?"
+
+
+def read_sass(path):
+    """(header, rows) of the source page: rows are dicts; the header row is the first whose
+    cells name a source/SASS column (ncu may print a few lines before the table)."""
+    with open(path, newline="") as f:
+        lines = list(csv.reader(f))
+    for i, row in enumerate(lines):
+        if any(c.strip() in ("Source", "SASS") for c in row):
+            header = [c.strip() for c in row]
+            rows = [dict(zip(header, r)) for r in lines[i + 1:] if len(r) == len(header)]
+            return header, rows
+    raise SystemExit(f"{path}: no source table (a header with a 'Source' column) found")
+
+
+def summarise_sass(path, top):
+    header, rows = read_sass(path)
+    src = "Source" if "Source" in header else "SASS"
+    all_col = next((h for h in header if h.startswith("Warp Stall Sampling (All")), None)
+    notissued_col = next((h for h in header if h.startswith("Warp Stall Sampling (Not")), None)
+    exec_col = next((h for h in header if h.startswith("Instructions Executed")), None)
+    reason_cols = [h for h in header if h.lower().startswith("stall_") or re.match(r"^smsp__pcsamp_warps_issue_stalled", h)]
+    if all_col is None:
+        raise SystemExit(f"{path}: no 'Warp Stall Sampling (All Samples)' column; columns: {header}")
+    total = sum(number(r[all_col]) or 0.0 for r in rows)
+    if total <= 0:
+        raise SystemExit(f"{path}: no samples")
+    print(f"{path}: {len(rows)} SASS lines, {total:.0f} samples")
+    by_op = defaultdict(lambda: [0.0, 0.0, 0.0])
+    for r in rows:
+        o = by_op[opcode(r[src])]
+        o[0] += number(r[all_col]) or 0.0
+        o[1] += (number(r.get(notissued_col, "")) or 0.0) if notissued_col else 0.0
+        o[2] += (number(r.get(exec_col, "")) or 0.0) if exec_col else 0.0
+    print(f"{'opcode':<12} {'samples %':>9} {'not issued %':>12} {'warp instr.':>12}")
+    for op, (s, n, e) in sorted(by_op.items(), key=lambda kv: -kv[1][0])[:top]:
+        print(f"{op:<12} {100 * s / total:9.1f} {100 * n / total:12.1f} {e:12.0f}")
+    print(f"\ninstructions holding the most samples (% of all; the largest stall-reason columns):")
+    ranked = sorted(rows, key=lambda r: -(number(r[all_col]) or 0.0))[:top]
+    for r in ranked:
+        s = number(r[all_col]) or 0.0
+        reasons = sorted(((number(r[c]) or 0.0, c) for c in reason_cols), reverse=True)[:3]
+        why = ", ".join(f"{c.replace('stall_', '')} {100 * v / total:.1f}" for v, c in reasons if v > 0)
+        addr = r.get("Address", r.get("# Address", ""))
+        print(f"{100 * s / total:5.1f}  {addr:>6} {r[src].strip()[:60]:<60} {why}")
+
+
+def summarise_details(path):
+    wanted = ("Scheduler Statistics", "Warp State Statistics", "Compute Workload Analysis", "GPU Speed Of Light Throughput")
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    if not rows:
+        return
+    print(f"\n{path}:")
+    for r in rows:
+        section = r.get("Section Name", "")
+        if any(section.startswith(w) for w in wanted) and r.get("Metric Name"):
+            print(f"  {section[:28]:<28} {r['Metric Name'][:48]:<48} {r.get('Metric Value', ''):>14} {r.get('Metric Unit', '')}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("sass")
+    ap.add_argument("--details")
+    ap.add_argument("--top", type=int, default=25)
+    a = ap.parse_args()
+    summarise_sass(a.sass, a.top)
+    if a.details:
+        summarise_details(a.details)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
