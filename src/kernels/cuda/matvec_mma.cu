@@ -4,6 +4,12 @@
 // tokens and its M dimension (16 rows) 16 weight rows; the point is not FLOPs but instructions
 // per weight: one mma.sync consumes 256 (F16/BF16) or 512 (E4M3) weights of a warp, where the
 // float kernels (quant_matvec.cu) spend a multiply-add and a conversion per weight and lane.
+// On sm_90 an E4M3 mma.sync is not an FP8 tensor-core instruction (Hopper's FP8 tensor cores are
+// reached only through wgmma): ptxas lowers each m16n8k32 E4M3 mma to F2FP.F16.E4M3.UNPACK_B
+// conversions of both operands and two F16 HMMA.16816, so native FP8 decode here multiplies as
+// weight-only does, with its activations first rounded to E4M3 (per chunk of 2 KB a warp: 40
+// conversions and 8 HMMA against weight-only's 32 + 8 F16 packs and 8 HMMA; BF16 4 packs and 4
+// HMMA; scripts/sass_opcodes.py, perf.md session 33). On sm_89 it is a native FP8 instruction.
 //
 // Layout trick: a dot product does not care in which order k is summed, so each lane loads 16
 // contiguous bytes of its two fragment rows (g and g + 8, g = lane / 4) at column piece
