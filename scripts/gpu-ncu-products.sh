@@ -5,7 +5,8 @@
 # qwen2-7b FP8 weight-only and BF16 (`duet synth`, random weights). Answers whether a product
 # reads more DRAM bytes than its weights and how busy HBM is while it runs.
 # FP8_SETS / BF16_SETS: extra settings for the FP8 / BF16 file, "|"-separated VAR=value words
-# (e.g. FP8_SETS="DUET_MATVEC_L2PF=0" BF16_SETS="DUET_MATVEC_STREAM_CFG=4").
+# (e.g. FP8_SETS="DUET_MATVEC_L2PF=0" BF16_SETS="DUET_MATVEC_STREAM_CFG=4"); the word BIN=NAME runs
+# the bundle's binary NAME instead of duet (e.g. FP8_SETS="BIN=duet-diag1").
 # Usage: scripts/gpu-ncu-products.sh BUNDLE.tar.xz OUT
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -28,7 +29,9 @@ for r in "${runs[@]}"; do
   IFS='|' read -r label f args envs <<<"$r"
   i=$((i + 1))
   echo "== $label"
-  env $envs timeout 240 ncu --clock-control none --csv --page raw --metrics "$m" -k regex:matvec_mma_stream -s 8 -c 8 \
-    "$bin/duet" bench -m "$work/$f" -p 0 -n 2 -r 1 --no-graphs $args >"$out/ncu-$i.csv" 2>"$out/ncu-$i.err"
+  exe=duet env_words=()
+  for w in $envs; do case $w in BIN=*) exe=${w#BIN=} ;; *) env_words+=("$w") ;; esac; done
+  env "${env_words[@]}" timeout 240 ncu --clock-control none --csv --page raw --metrics "$m" -k regex:matvec_mma_stream -s 8 -c 8 \
+    "$bin/$exe" bench -m "$work/$f" -p 0 -n 2 -r 1 --no-graphs $args >"$out/ncu-$i.csv" 2>"$out/ncu-$i.err"
   python3 scripts/ncu_table.py "$out/ncu-$i.csv"
 done
