@@ -64,11 +64,7 @@ for round in $(seq 1 "${ROUNDS:-2}"); do
     IFS='|' read -r label file _ fixed args <<<"$s"
     for set in "${sets[@]}"; do
       set=$(echo $set)  # trimmed
-      env_words=()
-      exe=duet
-      for w in $set; do
-        case $w in -) ;; BIN=*) exe=${w#BIN=} ;; *) env_words+=("$w") ;; esac
-      done
+      split_setting "$set"
       echo "== $label [${set:--}] (round $round)"
       res=$(env "${env_words[@]}" "$bin/$exe" bench -m "$work/$file" $fixed $args 2>/dev/null | grep -E "pp|tg|step")
       echo "$res"

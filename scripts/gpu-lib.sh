@@ -34,3 +34,24 @@ bench_file() {
   "$duet" bench -m "$work/$f" -p 2048 -n 0 -r 2 --json "$@" 2>>"$out/bench.err" |
     python3 -c "import json,sys; j=json.load(sys.stdin); j['label']='$label'; print(json.dumps(j))" >>"$out/bench.jsonl"
 }
+
+# synth_q7 NAME:TYPE ...: each missing $work/NAME made by `duet synth --arch qwen2 --shape
+# qwen2-7b -t TYPE` (random weights), in parallel on the host's cores; NAMEs must differ.
+synth_q7() {
+  local spec
+  for spec in "$@"; do
+    [ -e "$work/${spec%%:*}" ] || "$bin/duet" synth --arch qwen2 --shape qwen2-7b -t "${spec#*:}" -o "$work/${spec%%:*}" -q &
+  done
+  wait
+}
+
+# split_setting "WORDS": one A/B setting's words into $exe (the bundle's binary to run: duet, or
+# NAME for a word BIN=NAME) and the array env_words (its VAR=value words; "-" stands for none).
+split_setting() {
+  exe=duet
+  env_words=()
+  local w
+  for w in $1; do
+    case $w in -) ;; BIN=*) exe=${w#BIN=} ;; *) env_words+=("$w") ;; esac
+  done
+}

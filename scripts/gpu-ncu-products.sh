@@ -16,9 +16,7 @@ command -v ncu >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
 m=gpu__time_duration.sum,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed
 m=$m,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum
 m=$m,sm__warps_active.avg.pct_of_peak_sustained_active,launch__grid_size,launch__block_size,launch__registers_per_thread
-[ -e "$work/q7-fp8ch" ] || "$bin/duet" synth --arch qwen2 --shape qwen2-7b -t fp8-channel -o "$work/q7-fp8ch" -q &
-[ -e "$work/q7-bf16.gguf" ] || "$bin/duet" synth --arch qwen2 --shape qwen2-7b -t BF16 -o "$work/q7-bf16.gguf" -q &
-wait
+synth_q7 q7-fp8ch:fp8-channel q7-bf16.gguf:BF16
 runs=("fp8|q7-fp8ch|--fp8 weight-only|" "bf16|q7-bf16.gguf||")
 IFS='|' read -r -a extra_sets <<<"${FP8_SETS:-}"
 for s in "${extra_sets[@]}"; do runs+=("fp8 $(echo $s)|q7-fp8ch|--fp8 weight-only|$(echo $s)"); done
@@ -29,8 +27,7 @@ for r in "${runs[@]}"; do
   IFS='|' read -r label f args envs <<<"$r"
   i=$((i + 1))
   echo "== $label"
-  exe=duet env_words=()
-  for w in $envs; do case $w in BIN=*) exe=${w#BIN=} ;; *) env_words+=("$w") ;; esac; done
+  split_setting "$envs"
   env "${env_words[@]}" timeout 240 ncu --clock-control none --csv --page raw --metrics "$m" -k regex:matvec_mma_stream -s 8 -c 8 \
     "$bin/$exe" bench -m "$work/$f" -p 0 -n 2 -r 1 --no-graphs $args >"$out/ncu-$i.csv" 2>"$out/ncu-$i.err"
   python3 scripts/ncu_table.py "$out/ncu-$i.csv"

@@ -12,6 +12,8 @@ import re
 import sys
 from collections import defaultdict
 
+from sass_opcodes import opcode  # the opcode of one SASS line, predicate and modifiers dropped
+
 
 def number(text):
     """A metric cell as a float ('1,234.5' -> 1234.5); None when it is not a number."""
@@ -20,14 +22,6 @@ def number(text):
         return float(t)
     except ValueError:
         return None
-
-
-def opcode(sass):
-    """The opcode of one SASS line without its predicate and modifiers ('@!P0 LDGSTS.E.BYPASS' -> LDGSTS)."""
-    words = sass.strip().split()
-    if words and words[0].startswith("@"):
-        words = words[1:]
-    return words[0].split(".")[0] if words else "?"
 
 
 def read_sass(path):
@@ -58,7 +52,7 @@ def summarise_sass(path, top):
     print(f"{path}: {len(rows)} SASS lines, {total:.0f} samples")
     by_op = defaultdict(lambda: [0.0, 0.0, 0.0])
     for r in rows:
-        o = by_op[opcode(r[src])]
+        o = by_op[opcode(r[src], full=False)]
         o[0] += number(r[all_col]) or 0.0
         o[1] += (number(r.get(notissued_col, "")) or 0.0) if notissued_col else 0.0
         o[2] += (number(r.get(exec_col, "")) or 0.0) if exec_col else 0.0
