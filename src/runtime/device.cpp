@@ -42,6 +42,7 @@ Result<DeviceInfo> query_device(int ordinal) {
   d.free_bytes = free_b;
   d.has_bf16 = d.sm >= 80;
   d.has_fp8 = d.sm >= 89;
+  d.has_fp8_mma_sync = d.sm == 89 || d.sm >= 120;
   if (const char* k = std::getenv("DUET_KERNELS"); k && *k) {
     if (std::strcmp(k, "generic") == 0) d.path = KernelPath::kGeneric;
     else if (std::strcmp(k, "native") == 0 || std::strcmp(k, "auto") == 0) d.path = KernelPath::kNative;

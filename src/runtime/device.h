@@ -23,6 +23,10 @@ struct DeviceInfo {
   double mem_bandwidth_gbs = 0;  // theoretical, from the memory clock and bus width
   bool has_bf16 = false;         // sm >= 80
   bool has_fp8 = false;          // sm >= 89
+  // mma.sync with E4M3 operands is one FP8 tensor-core instruction (QMMA) on sm_89 and sm_120+;
+  // on sm_90 and sm_100 ptxas lowers it to E4M3 -> F16 conversions and F16 HMMA (their FP8
+  // tensor cores are reached through wgmma / tcgen05 only).
+  bool has_fp8_mma_sync = false;
   KernelPath path = KernelPath::kNative;
 
   // What the kernels may use: the hardware's, less what the generic path forgoes.

@@ -20,7 +20,7 @@ namespace duet {
 
 void add_backend_options(CLI::App& app, BackendOptions& o) {
   app.add_option("--device", o.device, "auto (GPU when present), cpu, cuda or cuda:N (default auto)");
-  app.add_option("--fp8", o.fp8, "FP8 checkpoints on CUDA: auto, native (FP8 tensor cores) or weight-only");
+  app.add_option("--fp8", o.fp8, "FP8 checkpoints on CUDA: auto, native (FP8 tensor cores; decode on sm_90/sm_100 multiplies as weight-only) or weight-only");
   app.add_flag("--no-graphs", o.no_graphs, "CUDA: run decode steps eagerly instead of replaying CUDA graphs");
   app.add_option("-t,--threads", o.n_threads, "CPU threads (default: all cores)");
   app.add_flag("--kv-f32", o.kv_f32, "keep the KV cache in F32 instead of F16");

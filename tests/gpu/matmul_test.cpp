@@ -941,6 +941,54 @@ TEST(MatmulFp8Rows, PlainAndAccumulating) {
   for (float* p : {dx, d0, dref, dplain, dacc}) cudaFree(p);
 }
 
+// Native FP8 decode (1-8 rows) takes the E4M3 x E4M3 mma kind only where mma.sync E4M3 is an FP8
+// tensor-core instruction (sm_89, sm_120+; DUET_FP8_NATIVE_DECODE forces either kind). On sm_90 /
+// sm_100 it takes the weight-only kind, so its products are bit-identical to the weight-only
+// context's (same kernel, same F16 activations); elsewhere they differ by E4M3 activation rounding.
+TEST(MatmulFp8NativeDecode, KernelFollowsTheCard) {
+  fail_without_device();
+  auto dev_r = query_device(0);
+  ASSERT_TRUE(dev_r.is_ok()) << dev_r.status().message();
+  if (!dev_r->use_fp8()) GTEST_SKIP() << "no FP8 on this device or path";
+  const char* forced = std::getenv("DUET_FP8_NATIVE_DECODE");
+  const bool e4m3 = forced && std::strcmp(forced, "e4m3") == 0   ? true
+                    : forced && std::strcmp(forced, "f16") == 0 ? false
+                                                                 : dev_r->has_fp8_mma_sync;
+  const Case c{DType::kF8_E4M3, Fp8Scale::kChannel, "FP8/channel"};
+  const int64_t rows = 320, cols = 896;
+  const HostMatrix m = make_matrix(c, rows, cols, 77);
+  auto wn = upload_matrix(m.view(), *dev_r, Fp8Mode::kNative);
+  auto ww = upload_matrix(m.view(), *dev_r, Fp8Mode::kWeightOnly);
+  ASSERT_TRUE(wn.is_ok() && ww.is_ok());
+  MatmulContext native(*dev_r, Fp8Mode::kNative), weight_only(*dev_r, Fp8Mode::kWeightOnly);
+  native.reserve(8, cols, rows);
+  weight_only.reserve(8, cols, rows);
+  float* dx = device_randn(8 * cols, 78);
+  float *dn = nullptr, *dw = nullptr;
+  ASSERT_TRUE(dx != nullptr);
+  ASSERT_EQ(cudaMalloc(&dn, 8 * rows * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dw, 8 * rows * 4), cudaSuccess);
+  std::printf("  %s (sm_%d): native decode multiplies %s\n", dev_r->name.c_str(), dev_r->sm,
+              e4m3 ? "E4M3 x E4M3" : "as weight-only (F16 activations)");
+  for (int n : {1, 3, 8}) {
+    const auto want = e4m3 ? MatmulContext::DecodeInput::kE4M3 : MatmulContext::DecodeInput::kF16;
+    EXPECT_EQ(native.decode_input(wn->m, n), want) << "n = " << n;
+    EXPECT_EQ(weight_only.decode_input(ww->m, n), MatmulContext::DecodeInput::kF16) << "n = " << n;
+    native.matmul(wn->m, dx, cols, n, dn, rows, nullptr);
+    weight_only.matmul(ww->m, dx, cols, n, dw, rows, nullptr);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<float> yn(static_cast<size_t>(n) * rows), yw(yn.size());
+    ASSERT_EQ(cudaMemcpy(yn.data(), dn, yn.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(yw.data(), dw, yw.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    int64_t differ = 0;
+    for (size_t i = 0; i < yn.size(); ++i) differ += yn[i] != yw[i];
+    std::printf("  n = %d: %lld of %zu outputs differ from weight-only\n", n, (long long)differ, yn.size());
+    if (e4m3) EXPECT_GT(differ, 0) << "E4M3 activations should round differently, n = " << n;
+    else EXPECT_EQ(differ, 0) << "n = " << n;
+  }
+  for (float* p : {dx, dn, dw}) cudaFree(p);
+}
+
 // After reserve(), matmul() must be capturable in a CUDA graph (no allocation, no sync): capture a
 // decode and a prompt product and check the replay against eager calls.
 TEST(MatmulGraph, CaptureAndReplay) {

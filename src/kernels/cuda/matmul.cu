@@ -137,6 +137,23 @@ MmaDecodeSet mma_decode_set() {
   }();
   return set;
 }
+// Native FP8 decode's kernel: the E4M3 x E4M3 mma.sync kind where that is one FP8 tensor-core
+// instruction (sm_89, sm_120+); on sm_90 / sm_100, where ptxas turns it into conversions of both
+// operands and F16 HMMA (40 conversions and 8 HMMA a 2 KB warp chunk against the weight-only
+// kind's 32 + 8 packs and 8 HMMA, perf.md session 33), the weight-only kind (F16 activations,
+// more exact too). Prompts keep cuBLASLt's FP8 GEMM. DUET_FP8_NATIVE_DECODE=e4m3 forces the E4M3
+// kind on any FP8 card (for measuring it), =f16 the weight-only kind.
+bool native_decode_e4m3(const DeviceInfo& dev) {
+  static const int forced = [] {
+    const char* e = std::getenv("DUET_FP8_NATIVE_DECODE");
+    if (e == nullptr || *e == 0) return -1;
+    if (std::strcmp(e, "e4m3") == 0) return 1;
+    if (std::strcmp(e, "f16") == 0) return 0;
+    std::fprintf(stderr, "duet: DUET_FP8_NATIVE_DECODE='%s' ignored (e4m3 or f16)\n", e);
+    return -1;
+  }();
+  return forced >= 0 ? forced == 1 : dev.has_fp8_mma_sync;
+}
 bool fp8_soft_cvt_forced() {
   static const bool forced = [] {
     const char* e = std::getenv("DUET_MATVEC_FP8_CVT");
@@ -344,7 +361,7 @@ struct MatmulContext::Impl {
     if (set == MmaDecodeSet::kNone || dev.path != KernelPath::kNative || dev.sm < 80) return false;
     switch (w.dtype) {
       case DType::kF8_E4M3:
-        *kind = mode == Fp8Mode::kNative && dev.use_fp8() ? K::kFp8Native
+        *kind = mode == Fp8Mode::kNative && dev.use_fp8() && native_decode_e4m3(dev) ? K::kFp8Native
                 : dev.use_fp8() && !fp8_soft_cvt_forced() ? K::kFp8Hw
                                                           : K::kFp8Soft;
         break;

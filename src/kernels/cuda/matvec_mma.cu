@@ -48,6 +48,12 @@
 // weights through a per-thread cp.async ring) unless DUET_MATVEC_STREAM=0; the figures above are
 // the classic form's.
 // Owns no memory; runs on the caller's stream; no sync (graph-capturable).
+// DUET_MATVEC_DIAG (CMake, timing builds only, WRONG results): 1 multiplies the weight-only kind's
+// raw E4M3 bytes as F16 (its 32 conversions a chunk gone, its 8 HMMA kept), 2 folds them by XOR
+// (neither conversions nor HMMA), so that the products' rate without that work can be measured.
+#ifndef DUET_MATVEC_DIAG
+#define DUET_MATVEC_DIAG 0
+#endif
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -202,6 +208,17 @@ __device__ __forceinline__ void chunk_mma(float (&c)[4], const uint4& wg, const 
 #pragma unroll
     for (int j = 0; j < 2; ++j) mma_e4m3(c, a[2 * j], b[2 * j], a[2 * j + 1], b[2 * j + 1], xw[2 * j], xw[2 * j + 1]);
   } else if constexpr (K == MatvecMmaKind::kFp8Hw) {
+#if DUET_MATVEC_DIAG == 1  // timing build: the raw bytes as F16 (wrong results, no conversions)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) mma_f16(c, a[i], b[i], a[i] ^ b[i], b[i] + a[i], xw[2 * i], xw[2 * i + 1]);
+    return;
+#elif DUET_MATVEC_DIAG == 2  // timing build: the bytes folded by XOR (wrong results, no mma)
+    uint32_t f = xw[0];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) f ^= a[i] ^ b[i];
+    c[0] += __uint_as_float(f & 0x3fffffffu);
+    return;
+#endif
 #pragma unroll
     for (int i = 0; i < 4; ++i)
       mma_f16(c, e4m3x2_to_h2(a[i] & 0xffffu), e4m3x2_to_h2(b[i] & 0xffffu), e4m3x2_to_h2(a[i] >> 16),
