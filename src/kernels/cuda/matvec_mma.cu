@@ -292,11 +292,13 @@ __device__ __forceinline__ void round_x(const float* v, int p, uint32_t (&xw)[kX
 
 // acc += this lane's share of W x over chunk c of the MT tiles (wv[mt][0 / 1]: its pieces of
 // rows g and g + 8; xw, tok_scale: its activations as round_x makes them, the chunk's products
-// scaled back in float for native FP8), block scales per chunk.
+// scaled back in float for native FP8), block scales per chunk (read here, or, given ws, read
+// ahead by the caller: ws[mt] the block scale of tile mt at chunk c).
 template <MatvecMmaKind K, int MT>
 __device__ __forceinline__ void chunk_accumulate_words(float (&acc)[MT][4], const uint4 (&wv)[MT][2],
                                                        const uint32_t (&xw)[kXWords<K>], const float (&tok_scale)[2],
-                                                       int c, const MvArgs& a, const float* const (&tile_scales)[MT]) {
+                                                       int c, const MvArgs& a, const float* const (&tile_scales)[MT],
+                                                       const float* ws_ahead = nullptr) {
   constexpr bool kNative = K == MatvecMmaKind::kFp8Native;
   constexpr bool kFp8 = KindOf<K>::kElems == 16;
   if (kNative || (kFp8 && a.chunk_scales)) {
@@ -304,9 +306,10 @@ __device__ __forceinline__ void chunk_accumulate_words(float (&acc)[MT][4], cons
     for (int mt = 0; mt < MT; ++mt) {
       float t[4] = {0.f, 0.f, 0.f, 0.f};
       chunk_mma<K>(t, wv[mt][0], wv[mt][1], xw);
-      const float ws = a.chunk_scales ? __ldg(tile_scales[mt] + static_cast<uint32_t>(c * 64) /
-                                                                   static_cast<uint32_t>(a.block_cols))
-                                      : 1.f;
+      const float ws = !a.chunk_scales ? 1.f
+                       : ws_ahead != nullptr
+                           ? ws_ahead[mt]
+                           : __ldg(tile_scales[mt] + static_cast<uint32_t>(c * 64) / static_cast<uint32_t>(a.block_cols));
       acc[mt][0] = fmaf(t[0], ws * tok_scale[0], acc[mt][0]);
       acc[mt][1] = fmaf(t[1], ws * tok_scale[1], acc[mt][1]);
       acc[mt][2] = fmaf(t[2], ws * tok_scale[0], acc[mt][2]);
@@ -322,24 +325,30 @@ __device__ __forceinline__ void chunk_accumulate_words(float (&acc)[MT][4], cons
 template <MatvecMmaKind K, int MT>
 __device__ __forceinline__ void chunk_accumulate(float (&acc)[MT][4], const uint4 (&wv)[MT][2], const float* v,
                                                  int c, int p, const MvArgs& a,
-                                                 const float* const (&tile_scales)[MT]) {
+                                                 const float* const (&tile_scales)[MT],
+                                                 const float* ws_ahead = nullptr) {
   uint32_t xw[kXWords<K>];
   float tok_scale[2];
   round_x<K>(v, p, xw, tok_scale);
-  chunk_accumulate_words<K, MT>(acc, wv, xw, tok_scale, c, a, tile_scales);
+  chunk_accumulate_words<K, MT>(acc, wv, xw, tok_scale, c, a, tile_scales, ws_ahead);
 }
 
 // The lane's activations of one chunk between their load and their use in the streaming kernel:
 // floats, rounded in registers, or staged (launch_stage_act_mma) the words themselves, and for
-// native FP8 the chunk's scales of tokens 2p, 2p + 1.
+// native FP8 the chunk's scales of tokens 2p, 2p + 1; with FP8 block scales, each tile's weight
+// scale of the chunk (read with the activations, a chunk ahead: read at the mma, its global round
+// trip held every chunk; qwen2-7b FP8 block-128 weight-only tg128 391.4 / 391.6 tok/s against
+// 386.1 / 385.4, per-channel level, H200, perf.md session 35).
 template <MatvecMmaKind K, bool kStaged>
 struct XBuf {
   float v[KindOf<K>::kElems];
+  float ws[2];
 };
 template <MatvecMmaKind K>
 struct XBuf<K, true> {
   uint32_t w[kXWords<K>];
   float s[2];
+  float ws[2];
 };
 
 // The block-scale row of each of the MT tiles from row0 (tiles never straddle a row block:
@@ -676,6 +685,14 @@ __global__ void __launch_bounds__(W * 32) matvec_mma_stream_kernel(MvArgs a, int
 #pragma unroll
         for (int i = 0; i < E; ++i) xb.v[i] = 0.f;
       }
+      if constexpr (E == 16) {
+        static_assert(MT <= 2, "XBuf::ws holds two tiles' scales");
+        if (a.chunk_scales) {
+          const uint32_t col = static_cast<uint32_t>(min(c, n_chunks - 1) * 64) / static_cast<uint32_t>(a.block_cols);
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) xb.ws[mt] = __ldg(tile_scales[mt] + col);
+        }
+      }
     };
     auto step = [&](int c, const XBuf<K, kStaged>& xb) {
       detail::cp_async_wait<D - 2>();  // this chunk's group has landed (D - 2 newer ones may not)
@@ -686,8 +703,8 @@ __global__ void __launch_bounds__(W * 32) matvec_mma_stream_kernel(MvArgs a, int
         for (int h = 0; h < 2; ++h) wv[mt][h] = detail::lds128(ring_s + (slot * S + 2 * mt + h) * (T * 16));
       copy_next(slot == 0 ? D - 1 : slot - 1);  // the slot read last iteration
       slot = slot == D - 1 ? 0 : slot + 1;
-      if constexpr (kStaged) chunk_accumulate_words<K, MT>(acc, wv, xb.w, xb.s, c, a, tile_scales);
-      else chunk_accumulate<K, MT>(acc, wv, xb.v, c, p, a, tile_scales);
+      if constexpr (kStaged) chunk_accumulate_words<K, MT>(acc, wv, xb.w, xb.s, c, a, tile_scales, xb.ws);
+      else chunk_accumulate<K, MT>(acc, wv, xb.v, c, p, a, tile_scales, xb.ws);
     };
     XBuf<K, kStaged> xa, xb;
     int c = c_lo + warp;
