@@ -366,39 +366,8 @@ __device__ __forceinline__ void tile_scale_rows(const MvArgs& a, int64_t row0, c
   }
 }
 
-// Sums the W warps' accumulators of the MT tiles from row0 through red (shared memory:
-// red[warp][mt][j][lane]) and stores y (adds when accumulating): thread i of the CTA takes
-// (tile, row, token) i; per-tensor / per-channel FP8 scales are applied here. Every thread of the
-// CTA calls it; red may be reused after a barrier.
-template <MatvecMmaKind K, int MT, int W>
-__device__ __forceinline__ void store_unit(const float (&acc)[MT][4], float (&red)[W][MT][4][32], int64_t row0,
-                                           const MvArgs& a, bool partial = false) {
-  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-    for (int j = 0; j < 4; ++j) red[warp][mt][j][lane] = acc[mt][j];
-  __syncthreads();
-  for (int i = static_cast<int>(threadIdx.x); i < MT * 128; i += W * 32) {
-    const int mt = i >> 7, r = (i >> 3) & 15, t = i & 7;
-    const int64_t row = row0 + 16 * mt + r;
-    if (t >= a.n || row >= a.n_rows) continue;
-    const int src = (r & 7) * 4 + (t >> 1), j = (r >> 3) * 2 + (t & 1);
-    float s = 0.f;
-#pragma unroll
-    for (int w = 0; w < W; ++w) s += red[w][mt][j][src];
-    if constexpr (KindOf<K>::kElems == 16) {
-      if (!a.chunk_scales) s *= __ldg(a.scales + (row / a.block_rows) * a.scale_cols);
-      s *= a.unscale;
-    }
-    float* out = a.y + t * a.ldy + row;
-    if (partial) atomicAdd(out, s);  // the unit's other chunks are another CTA's
-    else *out = a.accumulate ? *out + s : s;
-  }
-}
-
-// What store_unit reads from global memory for this thread's outputs of a unit, read by the
-// streaming kernel when it enters the unit instead of after its last chunk: the row's per-tensor /
+// What store_unit reads from global memory for this thread's outputs of a unit, read (by the
+// streaming kernel) when it enters the unit instead of after its last chunk: the row's per-tensor /
 // per-channel FP8 scale and, when adding into y without atomics, y's old value. At the end of a
 // unit those dependent loads held the warps (and so their next weight copies) for a global round
 // trip: in ncu's PC sampling of the qwen2-7b FP8 weight-only gate/up product, the multiply by the
@@ -428,10 +397,14 @@ __device__ __forceinline__ void preload_unit(UnitPre<MT, W>& pre, int64_t row0, 
   }
 }
 
-// store_unit with the loads preload_unit made (the same arithmetic in the same order).
+// Sums the W warps' accumulators of the MT tiles from row0 through red (shared memory:
+// red[warp][mt][j][lane]) and stores y (adds when accumulating; atomically for a partial unit,
+// whose other chunks are another CTA's): thread i of the CTA takes (tile, row, token) i, with the
+// row scale and old y that preload_unit read into pre; per-tensor / per-channel FP8 scales are
+// applied here. Every thread of the CTA calls it; red may be reused after a barrier.
 template <MatvecMmaKind K, int MT, int W>
-__device__ __forceinline__ void store_unit_pre(const float (&acc)[MT][4], float (&red)[W][MT][4][32], int64_t row0,
-                                               const MvArgs& a, bool partial, const UnitPre<MT, W>& pre) {
+__device__ __forceinline__ void store_unit(const float (&acc)[MT][4], float (&red)[W][MT][4][32], int64_t row0,
+                                           const MvArgs& a, bool partial, const UnitPre<MT, W>& pre) {
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
@@ -522,7 +495,9 @@ __global__ void __launch_bounds__(W * 32) matvec_mma_kernel(MvArgs a) {
   }
   if (!waited) pdl_wait();
   __shared__ float red[kWarps][MT][4][32];
-  store_unit<K, MT, kWarps>(acc, red, row0, a);
+  UnitPre<MT, kWarps> pre;
+  preload_unit<K, MT, kWarps>(pre, row0, a, /*partial=*/false);
+  store_unit<K, MT, kWarps>(acc, red, row0, a, /*partial=*/false, pre);
 #else
   __trap();
 #endif
@@ -719,7 +694,7 @@ __global__ void __launch_bounds__(W * 32) matvec_mma_stream_kernel(MvArgs a, int
       c += W;
     }
     // Sum the warps of this unit (the ring keeps loading the next unit meanwhile).
-    store_unit_pre<K, MT, W>(acc, red, row0, a, partial, pre);
+    store_unit<K, MT, W>(acc, red, row0, a, partial, pre);
     __syncthreads();
   }
   detail::cp_async_wait<0>();
