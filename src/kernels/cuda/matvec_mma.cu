@@ -9,7 +9,9 @@
 // conversions of both operands and two F16 HMMA.16816, so native FP8 decode here multiplies as
 // weight-only does, with its activations first rounded to E4M3 (per chunk of 2 KB a warp: 40
 // conversions and 8 HMMA against weight-only's 32 + 8 F16 packs and 8 HMMA; BF16 4 packs and 4
-// HMMA; scripts/sass_opcodes.py, perf.md session 33). On sm_89 it is a native FP8 instruction.
+// HMMA; scripts/sass_opcodes.py, perf.md session 33). On sm_89 it is a native FP8 instruction, so
+// MatmulContext takes this kind for native FP8 decode only there and on sm_120+ (matmul.cu,
+// native_decode_e4m3); on sm_90 native decode multiplies as weight-only.
 //
 // Layout trick: a dot product does not care in which order k is summed, so each lane loads 16
 // contiguous bytes of its two fragment rows (g and g + 8, g = lane / 4) at column piece
