@@ -61,3 +61,30 @@ def test_a_file_without_samples_is_an_error(tmp_path):
     r = run(sass)
     assert r.returncode != 0
     assert "Warp Stall Sampling" in r.stderr
+
+
+def test_long_scoreboard_waits_name_their_load(tmp_path):
+    # 0x40 waits on the scalar load two lines up (an unrelated ALU line between); 0x70 reads R70,
+    # the third register of a 128-bit load; 0x90 reads R5, whose nearest writer is an IMAD, not a
+    # load, so nothing is claimed for it; 0xa0 stalls on barriers, not on the long scoreboard.
+    sass = tmp_path / "sass.csv"
+    sass.write_text(
+        '"Address","Source","Warp Stall Sampling (All Samples)","Instructions Executed","stall_long_sb","stall_barrier"\n'
+        '"0x10","LDG.E.CONSTANT R23, desc[UR8][R22.64]","1","10","0","0"\n'
+        '"0x20","IADD3 R1, R2, 0x4, RZ","1","10","0","0"\n'
+        '"0x40","FMUL R20, R20, R23","400","10","390","0"\n'
+        '"0x50","@!P1 LDG.E.128 R68, desc[UR8][R20.64+0x20]","1","10","0","0"\n'
+        '"0x60","STG.E desc[UR8][R68.64], R2","1","10","0","0"\n'
+        '"0x70","F2FP.F16.F32.PACK_AB R16, R71, R70","300","10","280","0"\n'
+        '"0x80","IMAD R5, R3, 0x2, RZ","1","10","0","0"\n'
+        '"0x90","FADD R6, R6, R5","200","10","190","0"\n'
+        '"0xa0","@P0 BRA 0x10","90","10","0","90"\n')
+    r = run(sass, "--top", "4")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    at = {line.split()[1]: k for k, line in enumerate(lines) if line[:6].strip().replace(".", "").isdigit()}
+    assert lines[at["0x40"] + 1].split() == ["waits", "on", "0x10", "LDG.E.CONSTANT", "R23,", "desc[UR8][R22.64]", "(2",
+                                              "lines", "earlier)"]
+    assert "waits on 0x50 @!P1 LDG.E.128 R68" in lines[at["0x70"] + 1]
+    assert "waits on" not in lines[at["0x90"] + 1]
+    assert "waits on" not in " ".join(lines[at["0xa0"]:])
