@@ -525,6 +525,12 @@ __global__ void __launch_bounds__(W * 32) matvec_mma_kernel(MvArgs a) {
 // bit-identical to it (matmul_test MatvecMma checks). Measured on the H200 (2026-11-30, launcher
 // choice): qwen2-7b FP8 weight-only tg128 339.7 / 339.8 tok/s against 312.8 / 312.2 with the
 // classic kernel, native 286.8 / 286.4 against 262.3 / 262.3 (same run).
+// Measured and dropped (H200, qwen2-7b tg128, perf.md session 36): a second `red` array so that
+// one barrier a unit suffices, with the next unit's first activations prefetched into L1 before
+// the unit's sums (FP8 weight-only 395.9 / 396.0 tok/s against 401.9 / 401.6, BF16 261.8 / 262.0
+// against 262.6 / 262.6); the first unit's row scales read before the programmatic wait (402.0 /
+// 402.1 against 401.8 / 402.3: level); each warp's first four chunks of activations prefetched
+// into L1 after the wait (400.6 / 400.2).
 // L2F: the weight copies' L2 prefetch-size hint in bytes (0: none; see launch_stream_cfg).
 // kStaged (FP8 kinds): the activations come staged (a.xs, a.xsc: launch_stage_act_mma) as the
 // words chunk_mma multiplies, instead of floats that every CTA rounds again for every chunk

@@ -203,7 +203,10 @@ __device__ __forceinline__ void reduce_store_rows(float (&acc)[R][NT], int n, fl
 // the 8 lanes of a block read one 128-byte line of activations per group where the file layout
 // made them read two lines half each: 18944 x 3584 61.0% (54.5% before, another H200), qwen2-7b
 // Q4_K_M tg128 +2% (H200, 2026-12-01: 494.2 / 495.6 tok/s against 483.9 / 484.2, same run); laying
-// the headers apart from qs (split layout) was slower. Error: that of the int8 activations
+// the headers apart from qs (split layout) was slower; so was reading y's old value at each row
+// group's start instead of after its reduction (what the streaming FP8 kernel gains from): tg128
+// 464.2 / 464.6 tok/s against 482.1 / 481.1 (H200, perf.md session 36), ptxas allocating the
+// instances' registers differently (e.g. 100 -> 126). Error: that of the int8 activations
 // (matmul_test's bound); the rest is float rounding (Q6_K's stored offset, -32 d, is folded into
 // m: exact).
 // The body, over row-group blocks [block, n_blocks) of a grid, for thread (tx, ty) of a bdx x bdy
