@@ -9,7 +9,9 @@ Best of --reps after one warm-up, like llama-bench; prints JSON lines.
 
 llama-cpp-python with CUDA: build its source distribution with
   CMAKE_ARGS="-DGGML_CUDA=on -DCMAKE_CUDA_ARCHITECTURES=90 -DLLAVA_BUILD=OFF" pip wheel --no-deps llama-cpp-python
-and install the wheel where the GPU is (scripts/gpu-check.sh takes it with LLAMA_WHEEL).
+and install the wheel where the GPU is (scripts/gpu-check.sh takes it with LLAMA_WHEEL), or pack
+the built package with scripts/ref/pack_llamacpp_cuda.sh (no NCCL, each library once) for
+gpu-quick.sh / gpu-decode-ab.sh's LLAMA_TAR and LLAMA_DEPS.
 
 Usage: llamacpp_gpu_bench.py FILE.gguf [...] [--reps 3] [--label L]"""
 import argparse
