@@ -836,31 +836,44 @@ __global__ void __launch_bounds__(kDtThreads * G, 4 / G) attention_decode_groupe
 // warp's 32 dims are one quantization group (head_dim and head offsets are multiples of 32), so
 // the o product's quantizer needs no launch of its own.
 constexpr int kMergeBatch = 8;
+// Piece s0 + j's maximum, weight sum and output column d (j < kMergeBatch; pieces past n_splits
+// get -inf, 0, 0), every load issued before the first use: one L2 round trip a batch.
+__device__ __forceinline__ void load_pieces(const float* pp, int s0, int n_splits, int head_dim, int d,
+                                            float (&pm)[kMergeBatch], float (&pl)[kMergeBatch],
+                                            float (&po)[kMergeBatch]) {
+#pragma unroll
+  for (int j = 0; j < kMergeBatch; ++j) {
+    const bool ok = s0 + j < n_splits;
+    const float* ps = pp + (s0 + j) * (head_dim + 2);
+    pm[j] = ok ? ps[head_dim] : -INFINITY;
+    pl[j] = ok ? ps[head_dim + 1] : 0.0f;
+    po[j] = ok ? ps[d] : 0.0f;
+  }
+}
+
 // The merged output column d of a token's n_splits pieces at pp (attention_merge_kernel's
-// partials). Pieces in batches of kMergeBatch, every load of a batch issued before the first use
-// (one L2 round trip a batch, not one or two a piece): the maximum first, then the sums over the
-// pieces in order.
-__device__ __forceinline__ float merge_batched(const float* pp, int n_splits, int head_dim, int d) {
+// partials): the maximum over all pieces first, then the sums over the pieces in order. The first
+// batch's m, l and o are loaded together and kept, so up to kMergeBatch pieces (short contexts:
+// one-token decode cuts ~128 keys into 4) cost one L2 round trip, not two (qwen2-7b Q4_K_M tg128
+// 494.9 / 495.1 tok/s against 494.1 / 492.7, BF16 level, H200, perf.md session 36); later
+// batches add a round trip each for their maxima and one for their sums.
+__device__ __forceinline__ float merge_pieces(const float* pp, int n_splits, int head_dim, int d) {
+  float pm[kMergeBatch], pl[kMergeBatch], po[kMergeBatch];
+  load_pieces(pp, 0, n_splits, head_dim, d, pm, pl, po);
   float mx = -INFINITY;
-  for (int s0 = 0; s0 < n_splits; s0 += kMergeBatch) {
-    float pm[kMergeBatch];
+#pragma unroll
+  for (int j = 0; j < kMergeBatch; ++j) mx = fmaxf(mx, pm[j]);
+  for (int s0 = kMergeBatch; s0 < n_splits; s0 += kMergeBatch) {
+    float m[kMergeBatch];
 #pragma unroll
     for (int j = 0; j < kMergeBatch; ++j)
-      pm[j] = s0 + j < n_splits ? pp[(s0 + j) * (head_dim + 2) + head_dim] : -INFINITY;
+      m[j] = s0 + j < n_splits ? pp[(s0 + j) * (head_dim + 2) + head_dim] : -INFINITY;
 #pragma unroll
-    for (int j = 0; j < kMergeBatch; ++j) mx = fmaxf(mx, pm[j]);
+    for (int j = 0; j < kMergeBatch; ++j) mx = fmaxf(mx, m[j]);
   }
   float L = 0.0f, O = 0.0f;
   for (int s0 = 0; s0 < n_splits; s0 += kMergeBatch) {
-    float pm[kMergeBatch], pl[kMergeBatch], po[kMergeBatch];
-#pragma unroll
-    for (int j = 0; j < kMergeBatch; ++j) {
-      const bool ok = s0 + j < n_splits;
-      const float* ps = pp + (s0 + j) * (head_dim + 2);
-      pm[j] = ok ? ps[head_dim] : 0.0f;
-      pl[j] = ok ? ps[head_dim + 1] : 0.0f;
-      po[j] = ok ? ps[d] : 0.0f;
-    }
+    if (s0 > 0) load_pieces(pp, s0, n_splits, head_dim, d, pm, pl, po);
 #pragma unroll
     for (int j = 0; j < kMergeBatch; ++j)
       if (s0 + j < n_splits) {
@@ -869,35 +882,6 @@ __device__ __forceinline__ float merge_batched(const float* pp, int n_splits, in
         O += po[j] * f;
       }
   }
-  return O / L;
-}
-
-// The same for at most kMergeBatch pieces (short contexts: one-token decode cuts ~128 keys into 4)
-// in one round trip: m, l and o loaded together, the maximum taken over the loaded m, then the same
-// sums in the same order as merge_batched (so the same result to the bit, one L2 round trip less;
-// qwen2-7b Q4_K_M tg128 494.9 / 495.1 tok/s against 494.1 / 492.7, BF16 level, H200, perf.md
-// session 36).
-__device__ __forceinline__ float merge_one_batch(const float* pp, int n_splits, int head_dim, int d) {
-  float pm[kMergeBatch], pl[kMergeBatch], po[kMergeBatch];
-#pragma unroll
-  for (int j = 0; j < kMergeBatch; ++j) {
-    const bool ok = j < n_splits;
-    const float* ps = pp + j * (head_dim + 2);
-    pm[j] = ok ? ps[head_dim] : -INFINITY;
-    pl[j] = ok ? ps[head_dim + 1] : 0.0f;
-    po[j] = ok ? ps[d] : 0.0f;
-  }
-  float mx = -INFINITY;
-#pragma unroll
-  for (int j = 0; j < kMergeBatch; ++j) mx = fmaxf(mx, pm[j]);
-  float L = 0.0f, O = 0.0f;
-#pragma unroll
-  for (int j = 0; j < kMergeBatch; ++j)
-    if (j < n_splits) {
-      const float f = expf(pm[j] - mx);
-      L += pl[j] * f;
-      O += po[j] * f;
-    }
   return O / L;
 }
 
@@ -922,7 +906,7 @@ __global__ void attention_merge_kernel(AttnArgs a, int head_dim) {
     v = a.out[static_cast<int64_t>(t) * a.ldo + col];
   } else {
     const float* pp = a.part + (static_cast<int64_t>(t) * a.n_heads + head) * a.max_splits * (head_dim + 2);
-    v = n_splits <= kMergeBatch ? merge_one_batch(pp, n_splits, head_dim, d) : merge_batched(pp, n_splits, head_dim, d);
+    v = merge_pieces(pp, n_splits, head_dim, d);
     if (a.q8 == nullptr) {
       store_out(a, t, col, v);
       return;
