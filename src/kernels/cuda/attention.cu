@@ -1738,6 +1738,13 @@ void launch_decode_tc(const AttnArgs& a, int n_tokens, int splits, bool pdl, cud
   if constexpr (G == 1) kernel = attention_decode_tc_kernel<D>;
   else kernel = attention_decode_grouped_kernel<D, G>;
   detail::opt_in_ctas_per_sm(reinterpret_cast<const void*>(kernel), kDtThreads * G, smem);  // once per device
+  // The smallest shared-memory carve-out that holds two blocks (G = 1; one grouped block), not the
+  // driver's choice (228 KB on the H200, room for four): decode grids are small, and the rest of
+  // the SM stays L1 and matches the products around the kernel. H200, qwen2-7b Q4_K_M tg128
+  // (`-p 0 -n 128 -r 3`, two interleaved rounds, perf.md session 37): 511.7 / 515.2 tok/s against
+  // 498.5 / 497.8 (room for one block: 511.8 / 513.5); FP8 weight-only level (403.2 / 403.7
+  // against 403.4 / 403.5).
+  detail::prefer_l1_carveout(reinterpret_cast<const void*>(kernel), G == 1 ? 2 : 1, smem);
   detail::launch_maybe_pdl(kernel, dim3(n_tokens, a.n_kv_heads, splits), dim3(kDtThreads * G), smem, stream, pdl, a);
 }
 
