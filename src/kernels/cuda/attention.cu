@@ -639,7 +639,9 @@ __device__ __forceinline__ void decode_tile(const __half* qs, const __half* ks, 
 // was written by an earlier step. So the block reads the metadata, the block table and its first
 // tile's older keys before pdl_wait, overlapping them with the producer, and q and the key at pos
 // after it.
-template <int D>
+// kSmallGrid: the same kernel as a separate function, for grids of at most two blocks an SM,
+// which asks for a smaller shared-memory carve-out (launch_decode_tc).
+template <int D, bool kSmallGrid = false>
 __global__ void __launch_bounds__(kDtThreads, 4) attention_decode_tc_kernel(AttnArgs a) {
   // Lets the next kernel (the merge, or the o product or its quantizer: programmatic on sm_90)
   // start while this one finishes; waits for the K/V writes and q (qkv_rope_cache) before any
@@ -1734,18 +1736,28 @@ void launch_prompt(const AttnArgs& a, int n_seqs, int max_seq_tokens, cudaStream
 template <int D, int G>
 void launch_decode_tc(const AttnArgs& a, int n_tokens, int splits, bool pdl, cudaStream_t stream) {
   const size_t smem = DtShape<D>::smem_bytes(G);
+  const dim3 grid(n_tokens, a.n_kv_heads, splits);
   void (*kernel)(AttnArgs) = nullptr;
-  if constexpr (G == 1) kernel = attention_decode_tc_kernel<D>;
-  else kernel = attention_decode_grouped_kernel<D, G>;
+  if constexpr (G == 1) {
+    // Grids of at most two blocks an SM (one-token decode at short contexts: a few dozen blocks)
+    // take the instance that asks for the smallest shared-memory carve-out holding two blocks, not
+    // the driver's choice (228 KB on the H200, room for four), so that the rest of the SM stays
+    // L1. H200, qwen2-7b Q4_K_M tg128 (`-p 0 -n 128 -r 3`, two interleaved rounds, perf.md session
+    // 37): 511.7 / 515.2 tok/s against 498.5 / 497.8 (room for one block: 511.8 / 513.5); FP8
+    // weight-only level (403.2 / 403.7 against 403.4 / 403.5). Larger grids (long contexts,
+    // batches) keep the driver's choice, which fits four blocks an SM.
+    const int64_t blocks = int64_t{grid.x} * grid.y * grid.z;
+    if (blocks <= 2 * int64_t{detail::current_sm_count()}) {
+      kernel = attention_decode_tc_kernel<D, true>;
+      detail::prefer_l1_carveout(reinterpret_cast<const void*>(kernel), 2, smem);  // once per device
+    } else {
+      kernel = attention_decode_tc_kernel<D, false>;
+    }
+  } else {
+    kernel = attention_decode_grouped_kernel<D, G>;
+  }
   detail::opt_in_ctas_per_sm(reinterpret_cast<const void*>(kernel), kDtThreads * G, smem);  // once per device
-  // The smallest shared-memory carve-out that holds two blocks (G = 1; one grouped block), not the
-  // driver's choice (228 KB on the H200, room for four): decode grids are small, and the rest of
-  // the SM stays L1 and matches the products around the kernel. H200, qwen2-7b Q4_K_M tg128
-  // (`-p 0 -n 128 -r 3`, two interleaved rounds, perf.md session 37): 511.7 / 515.2 tok/s against
-  // 498.5 / 497.8 (room for one block: 511.8 / 513.5); FP8 weight-only level (403.2 / 403.7
-  // against 403.4 / 403.5).
-  detail::prefer_l1_carveout(reinterpret_cast<const void*>(kernel), G == 1 ? 2 : 1, smem);
-  detail::launch_maybe_pdl(kernel, dim3(n_tokens, a.n_kv_heads, splits), dim3(kDtThreads * G), smem, stream, pdl, a);
+  detail::launch_maybe_pdl(kernel, grid, dim3(kDtThreads * G), smem, stream, pdl, a);
 }
 
 template <int D, typename T>
