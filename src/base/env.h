@@ -15,4 +15,12 @@ inline bool env_flag(const char* name, bool dflt) {
   return e[0] != '0';
 }
 
+// An integer knob: its value when set to a decimal number in [lo, hi], else -1.
+inline int env_int(const char* name, int lo, int hi) {
+  const char* e = std::getenv(name);
+  if (e == nullptr || e[0] < '0' || e[0] > '9') return -1;
+  const int v = std::atoi(e);
+  return v >= lo && v <= hi ? v : -1;
+}
+
 }  // namespace duet

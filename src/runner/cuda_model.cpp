@@ -395,6 +395,46 @@ struct CudaModel::Impl {
     mm->reserve(std::max(cap_tokens, cap_out), max_cols, max_rows);
   }
 
+  // DUET_KV_PERSIST: up to `bytes` of the L2 set aside for persisting lines (capped by the device)
+  // and kv_arena's persisting window set on the stream; decode graphs get it on every kernel node
+  // (set_kv_window).
+  void persist_kv(size_t bytes) {
+    int max_persist = 0, max_window = 0;
+    DUET_CUDA_CHECK(cudaDeviceGetAttribute(&max_persist, cudaDevAttrMaxPersistingL2CacheSize, dev.ordinal));
+    DUET_CUDA_CHECK(cudaDeviceGetAttribute(&max_window, cudaDevAttrMaxAccessPolicyWindowSize, dev.ordinal));
+    const size_t persist = std::min<size_t>(bytes, size_t(std::max(max_persist, 0)));
+    if (persist == 0 || max_window <= 0) return;
+    DUET_CUDA_CHECK(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, persist));
+    kv_window.base_ptr = kv_arena.data();
+    kv_window.num_bytes = std::min<size_t>(kv_arena.bytes(), size_t(max_window));
+    kv_window.hitRatio = std::min(1.0f, float(double(persist) / double(kv_window.num_bytes)));
+    kv_window.hitProp = cudaAccessPropertyPersisting;
+    kv_window.missProp = cudaAccessPropertyStreaming;
+    cudaStreamAttrValue v{};
+    v.accessPolicyWindow = kv_window;
+    DUET_CUDA_CHECK(cudaStreamSetAttribute(stream, cudaStreamAttributeAccessPolicyWindow, &v));
+    if (opt.verbose)
+      std::fprintf(stderr, "duet: KV cache: %.1f of %.1f MiB in a persisting L2 window (hit ratio %.2f)\n",
+                   persist / 1048576.0, kv_arena.bytes() / 1048576.0, kv_window.hitRatio);
+  }
+
+  // The persisting window (persist_kv) on every kernel node of a captured graph; none when off.
+  void set_kv_window(cudaGraph_t g) const {
+    if (kv_window.num_bytes == 0) return;
+    size_t n_nodes = 0;
+    DUET_CUDA_CHECK(cudaGraphGetNodes(g, nullptr, &n_nodes));
+    std::vector<cudaGraphNode_t> nodes(n_nodes);
+    DUET_CUDA_CHECK(cudaGraphGetNodes(g, nodes.data(), &n_nodes));
+    cudaKernelNodeAttrValue v{};
+    v.accessPolicyWindow = kv_window;
+    for (cudaGraphNode_t node : nodes) {
+      cudaGraphNodeType type{};
+      DUET_CUDA_CHECK(cudaGraphNodeGetType(node, &type));
+      if (type == cudaGraphNodeTypeKernel)
+        DUET_CUDA_CHECK(cudaGraphKernelNodeSetAttribute(node, cudaKernelNodeAttributeAccessPolicyWindow, &v));
+    }
+  }
+
   PagedKvCache kv_layer(uint32_t il) const {
     PagedKvCache c;
     c.dtype = opt.kv_dtype;
@@ -887,8 +927,7 @@ Result<std::unique_ptr<CudaModel>> CudaModel::create(ModelWeights weights, const
   // KV arena given a persisting access policy window, so that the KV cache is not evicted by the
   // weights streaming through the L2 between one step's attention and the next's (a qwen2-7b
   // sequence at 280 positions holds ~16 MB of F16 K and V).
-  const char* persist_env = std::getenv("DUET_KV_PERSIST");
-  const int persist_mb = persist_env != nullptr ? std::max(0, std::atoi(persist_env)) : 0;
+  const int persist_mb = std::max(0, env_int("DUET_KV_PERSIST", 0, 1 << 20));
   // Benchmark knob DUET_KV_ARENA=1 (read at load): every layer's K and V caches in one allocation
   // after all the weights, instead of each layer's pair allocated right after its weights, so that
   // the weights' addresses do not depend on the KV cache's size (on the H200 a qwen2-7b Q4_K_M
@@ -955,26 +994,7 @@ Result<std::unique_ptr<CudaModel>> CudaModel::create(ModelWeights weights, const
       m.layers[il].k = base + (2 * uint64_t{il}) * kv_layer_bytes;
       m.layers[il].v = base + (2 * uint64_t{il} + 1) * kv_layer_bytes;
     }
-    if (persist_mb > 0) {
-      int max_persist = 0, max_window = 0;
-      DUET_CUDA_CHECK(cudaDeviceGetAttribute(&max_persist, cudaDevAttrMaxPersistingL2CacheSize, m.dev.ordinal));
-      DUET_CUDA_CHECK(cudaDeviceGetAttribute(&max_window, cudaDevAttrMaxAccessPolicyWindowSize, m.dev.ordinal));
-      const size_t persist = std::min<size_t>(size_t(persist_mb) << 20, size_t(std::max(max_persist, 0)));
-      if (persist > 0 && max_window > 0) {
-        DUET_CUDA_CHECK(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, persist));
-        m.kv_window.base_ptr = m.kv_arena.data();
-        m.kv_window.num_bytes = std::min<size_t>(kv_bytes, size_t(max_window));
-        m.kv_window.hitRatio = std::min(1.0f, float(double(persist) / double(m.kv_window.num_bytes)));
-        m.kv_window.hitProp = cudaAccessPropertyPersisting;
-        m.kv_window.missProp = cudaAccessPropertyStreaming;
-        cudaStreamAttrValue v{};
-        v.accessPolicyWindow = m.kv_window;
-        DUET_CUDA_CHECK(cudaStreamSetAttribute(m.stream, cudaStreamAttributeAccessPolicyWindow, &v));
-        if (opt.verbose)
-          std::fprintf(stderr, "duet: KV cache: %.1f of %.1f MiB in a persisting L2 window (hit ratio %.2f)\n",
-                       persist / 1048576.0, kv_bytes / 1048576.0, m.kv_window.hitRatio);
-      }
-    }
+    if (persist_mb > 0) m.persist_kv(size_t(persist_mb) << 20);
   }
   if (dbg_skip_mask() != 0)
     std::fprintf(stderr, "duet: warning: DUET_DBG_SKIP is set: decode steps leave kernels out, results are wrong\n");
@@ -1100,20 +1120,7 @@ Status CudaModel::run(const ForwardBatch& b, float* logits_out, int32_t* tokens)
         DUET_CUDA_CHECK(cudaStreamBeginCapture(m.stream, cudaStreamCaptureModeThreadLocal));
         m.run_forward(n, n_out, ab, md + off_tok, runs, greedy);
         DUET_CUDA_CHECK(cudaStreamEndCapture(m.stream, &g));
-        if (m.kv_window.num_bytes > 0) {  // DUET_KV_PERSIST: the window on every kernel node
-          size_t n_nodes = 0;
-          DUET_CUDA_CHECK(cudaGraphGetNodes(g, nullptr, &n_nodes));
-          std::vector<cudaGraphNode_t> nodes(n_nodes);
-          DUET_CUDA_CHECK(cudaGraphGetNodes(g, nodes.data(), &n_nodes));
-          cudaKernelNodeAttrValue v{};
-          v.accessPolicyWindow = m.kv_window;
-          for (cudaGraphNode_t node : nodes) {
-            cudaGraphNodeType type{};
-            DUET_CUDA_CHECK(cudaGraphNodeGetType(node, &type));
-            if (type == cudaGraphNodeTypeKernel)
-              DUET_CUDA_CHECK(cudaGraphKernelNodeSetAttribute(node, cudaKernelNodeAttributeAccessPolicyWindow, &v));
-          }
-        }
+        m.set_kv_window(g);
         DUET_CUDA_CHECK(cudaGraphInstantiateWithFlags(&gr.exec, g, 0));  // this form exists from CUDA 11.4 to 13
         DUET_CUDA_CHECK(cudaGraphDestroy(g));
       }

@@ -392,9 +392,9 @@ TEST(TinyGpuParityKvArena, MatchesCpu) {
   ASSERT_TRUE(f) << "missing tiny model fixture for qwen2";
   const std::vector<int32_t> toks = nlohmann::json::parse(f)["tokens"].get<std::vector<int32_t>>();
   const std::string g = tiny_to_gguf("qwen2", FileType::kF16);
-  for (const char* var : {"DUET_KV_ARENA", "DUET_KV_PERSIST"}) {
+  for (const auto& [var, value] : {std::pair{"DUET_KV_ARENA", "1"}, std::pair{"DUET_KV_PERSIST", "8"}}) {
     SCOPED_TRACE(var);
-    setenv(var, var == std::string("DUET_KV_ARENA") ? "1" : "8", 1);
+    setenv(var, value, 1);
     check_model(g, toks, static_cast<int>(toks.size()) * 3 / 4, "native", DType::kF16, 7, 4);
     check_model(g, random_tokens(272, 256, 11), 240, "native", DType::kF16, 16, 24);
     unsetenv(var);

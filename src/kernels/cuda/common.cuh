@@ -13,11 +13,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
-#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <utility>
 
+#include "base/env.h"
 #include "runtime/cuda_check.h"
 
 namespace duet::cuda::detail {
@@ -60,12 +60,7 @@ inline int opt_in_ctas_per_sm(const void* kernel, int threads, size_t smem) {
 // (qwen2-7b Q4_K_M tg128 -8% at 30-100%, FP8 weight-only -2.5% at 65-100%): the kernels' L1
 // is worth more than the overlap.
 inline int uniform_carveout() {
-  static const int p = [] {
-    const char* e = std::getenv("DUET_CARVEOUT");
-    if (e == nullptr || e[0] < '0' || e[0] > '9') return -1;
-    const int v = std::atoi(e);
-    return v <= 100 ? v : -1;
-  }();
+  static const int p = env_int("DUET_CARVEOUT", 0, 100);
   return p;
 }
 

@@ -66,6 +66,7 @@
 #include <cstring>
 
 #include "base/check.h"
+#include "base/env.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cta_timeline.cuh"
 #include "kernels/cuda/cta_timeline.h"
@@ -714,15 +715,10 @@ __global__ void __launch_bounds__(W * 32) matvec_mma_stream_kernel(MvArgs a, int
 #endif
 }
 
-// Benchmark knobs, read at each launch (eager benchmarks flip them between calls):
-// DUET_MATVEC_MMA_MT=1|2 forces the tiles per CTA; DUET_MATVEC_MMA_CFG=0..3 picks (warps per CTA,
-// chunks in flight per warp): 0 (8, 2 or 4 by MT: the default), 1 (4, 4), 2 (8, 4), 3 (16, 2).
-int env_int(const char* name, int lo, int hi) {
-  const char* e = std::getenv(name);
-  if (e == nullptr || e[0] < '0' || e[0] > '9') return -1;
-  const int v = std::atoi(e);
-  return v >= lo && v <= hi ? v : -1;
-}
+// Benchmark knobs, read at each launch (eager benchmarks flip them between calls; env_int,
+// base/env.h): DUET_MATVEC_MMA_MT=1|2 forces the tiles per CTA; DUET_MATVEC_MMA_CFG=0..3 picks
+// (warps per CTA, chunks in flight per warp): 0 (8, 2 or 4 by MT: the default), 1 (4, 4), 2 (8, 4),
+// 3 (16, 2).
 
 template <MatvecMmaKind K, int MT, int W, int U>
 void launch_cfg(const MvArgs& a, bool pdl, cudaStream_t s) {
