@@ -131,9 +131,7 @@ struct DeviceLayer {
   DeviceWeight wqkv, wqk, wgu;
   bool fused_qkv = false, fused_qk = false, fused_gu = false;
   DeviceBuffer attn_norm, ffn_norm, post_attn_norm, post_ffn_norm, q_norm, k_norm, bq, bk, bv;
-  DeviceBuffer k_cache, v_cache;  // the layer's own K and V caches, unless they live in kv_arena
-  void* k = nullptr;               // where this layer's K and V caches are
-  void* v = nullptr;
+  DeviceBuffer k_cache, v_cache;
 };
 
 const float* fptr(const DeviceBuffer& b) { return b.as<const float>(); }
@@ -272,10 +270,6 @@ struct CudaModel::Impl {
   PinnedInts greedy_host;
   int last_n_out = 0;  // output rows of the last forward (rows of `logits` last_logits may copy)
   DeviceBuffer attn_scratch;
-  DeviceBuffer kv_arena;  // every layer's K and V caches under DUET_KV_ARENA=1
-  // DUET_KV_PERSIST=MB: the arena's L2 access policy (persisting hits), set on the stream and on
-  // every kernel node of the decode graphs; num_bytes 0 when off.
-  cudaAccessPolicyWindow kv_window{};
   DeviceBuffer meta_dev;
   size_t meta_cap = 0;
   PinnedInts meta_host;
@@ -395,51 +389,11 @@ struct CudaModel::Impl {
     mm->reserve(std::max(cap_tokens, cap_out), max_cols, max_rows);
   }
 
-  // DUET_KV_PERSIST: up to `bytes` of the L2 set aside for persisting lines (capped by the device)
-  // and kv_arena's persisting window set on the stream; decode graphs get it on every kernel node
-  // (set_kv_window).
-  void persist_kv(size_t bytes) {
-    int max_persist = 0, max_window = 0;
-    DUET_CUDA_CHECK(cudaDeviceGetAttribute(&max_persist, cudaDevAttrMaxPersistingL2CacheSize, dev.ordinal));
-    DUET_CUDA_CHECK(cudaDeviceGetAttribute(&max_window, cudaDevAttrMaxAccessPolicyWindowSize, dev.ordinal));
-    const size_t persist = std::min<size_t>(bytes, size_t(std::max(max_persist, 0)));
-    if (persist == 0 || max_window <= 0) return;
-    DUET_CUDA_CHECK(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, persist));
-    kv_window.base_ptr = kv_arena.data();
-    kv_window.num_bytes = std::min<size_t>(kv_arena.bytes(), size_t(max_window));
-    kv_window.hitRatio = std::min(1.0f, float(double(persist) / double(kv_window.num_bytes)));
-    kv_window.hitProp = cudaAccessPropertyPersisting;
-    kv_window.missProp = cudaAccessPropertyStreaming;
-    cudaStreamAttrValue v{};
-    v.accessPolicyWindow = kv_window;
-    DUET_CUDA_CHECK(cudaStreamSetAttribute(stream, cudaStreamAttributeAccessPolicyWindow, &v));
-    if (opt.verbose)
-      std::fprintf(stderr, "duet: KV cache: %.1f of %.1f MiB in a persisting L2 window (hit ratio %.2f)\n",
-                   persist / 1048576.0, kv_arena.bytes() / 1048576.0, kv_window.hitRatio);
-  }
-
-  // The persisting window (persist_kv) on every kernel node of a captured graph; none when off.
-  void set_kv_window(cudaGraph_t g) const {
-    if (kv_window.num_bytes == 0) return;
-    size_t n_nodes = 0;
-    DUET_CUDA_CHECK(cudaGraphGetNodes(g, nullptr, &n_nodes));
-    std::vector<cudaGraphNode_t> nodes(n_nodes);
-    DUET_CUDA_CHECK(cudaGraphGetNodes(g, nodes.data(), &n_nodes));
-    cudaKernelNodeAttrValue v{};
-    v.accessPolicyWindow = kv_window;
-    for (cudaGraphNode_t node : nodes) {
-      cudaGraphNodeType type{};
-      DUET_CUDA_CHECK(cudaGraphNodeGetType(node, &type));
-      if (type == cudaGraphNodeTypeKernel)
-        DUET_CUDA_CHECK(cudaGraphKernelNodeSetAttribute(node, cudaKernelNodeAttributeAccessPolicyWindow, &v));
-    }
-  }
-
   PagedKvCache kv_layer(uint32_t il) const {
     PagedKvCache c;
     c.dtype = opt.kv_dtype;
-    c.k = layers[il].k;
-    c.v = layers[il].v;
+    c.k = layers[il].k_cache.data();
+    c.v = layers[il].v_cache.data();
     c.kv_block_size = static_cast<int>(opt.kv_block_size);
     c.n_kv_heads = static_cast<int>(w.hp.n_kv_heads);
     c.head_dim = attn_hd;
@@ -471,10 +425,11 @@ struct CudaModel::Impl {
 // DUET_DBG_SKIP (benchmarking only: the results are wrong): a comma-separated list of decode-layer
 // launches to leave out, to measure what each costs inside the captured step (duet bench with and
 // without it): attn_norm, ffn_norm, rope (q/k/v bias, RoPE and the K/V cache write), attention,
-// activation, output (the final norm and the output product), argmax. Read once; CudaModel's load
+// activation, output (the final norm and the output product), argmax, zero (every side job that zeroes
+// a product's output before the product adds into it). Read once; CudaModel's load
 // warns when it is set.
 constexpr unsigned kSkipAttnNorm = 1, kSkipFfnNorm = 2, kSkipRope = 4, kSkipAttention = 8, kSkipActivation = 16,
-                   kSkipOutput = 32, kSkipArgmax = 64;
+                   kSkipOutput = 32, kSkipArgmax = 64, kSkipZero = 128;
 static unsigned dbg_skip_mask() {
   static const unsigned mask = [] {
     const char* e = std::getenv("DUET_DBG_SKIP");
@@ -491,6 +446,7 @@ static unsigned dbg_skip_mask() {
       else if (tok == "activation") m |= kSkipActivation;
       else if (tok == "output") m |= kSkipOutput;
       else if (tok == "argmax") m |= kSkipArgmax;
+      else if (tok == "zero") m |= kSkipZero;
       pos = end + 1;
     }
     return m;
@@ -559,13 +515,14 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
   qkv_mv_zeroed = false;
   DUET_CHECK(!qkv_mv_prezeroed || (L.fused_qkv && !qkv_f16 && !qkv_q8));
   auto skip = [](unsigned bit) { return (dbg_skip_mask() & bit) != 0; };
+  const bool no_zero = skip(kSkipZero);
   if (skip(kSkipAttnNorm)) {
   } else if (qkv_q8) {
     launch_rms_norm_q8(X, d, fptr(L.attn_norm), hp.rms_eps, d, n, q8.q, q8.m, pdl, s);
   } else if (qkv_f16) {
     const MatmulContext::F16Input h = mm->f16_input(L.fused_qkv ? L.wqkv.m : L.fused_qk ? L.wqk.m : L.wq.m);
     launch_rms_norm_f16(X, nullptr, fptr(L.attn_norm), hp.rms_eps, d, n, h.h, h.ld, qkv.as<float>(), qd + 2 * kvd,
-                        qkv_prezeroed ? 0 : qd + 2 * kvd, s, pdl);
+                        qkv_prezeroed || no_zero ? 0 : qd + 2 * kvd, s, pdl);
   } else if (qkv_fp8) {
     const MatmulContext::Fp8RowsInput f8 = mm->fp8_rows_input(L.wqkv.m);
     launch_rms_norm_fp8_rows(X, nullptr, fptr(L.attn_norm), hp.rms_eps, d, n, f8.q, f8.ld, f8.scales, s, pdl);
@@ -670,7 +627,7 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
     // o product zeroes the gate/up output, which that product then adds into (DUET_MV_ZERO).
     gu_mv_zeroed = L.fused_gu && mv_zero() && mm->streams_decode(L.wo.m, n) && mm->streams_decode(L.wgu.m, n);
     // What the o product zeroes as its side job: the gate/up output, where gate/up adds into it.
-    const bool o_zeroes_gu = gu_mv_zeroed || gu_zero_by_o;
+    const bool o_zeroes_gu = (gu_mv_zeroed || gu_zero_by_o) && !no_zero;
     float* const gu_zero = o_zeroes_gu ? gu.as<float>() : nullptr;
     const int64_t gu_zero_n = o_zeroes_gu ? int64_t(n) * 2 * ff : 0;
     if (o_q8) mm->matmul_q8(L.wo.m, n, X, d, s, /*accumulate=*/true);  // x += o
@@ -683,7 +640,7 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
     } else if (gu_f16) {
       const MatmulContext::F16Input h = mm->f16_input(L.wgu.m);
       launch_rms_norm_f16(X, nullptr, fptr(L.ffn_norm), hp.rms_eps, d, n, h.h, h.ld, gu.as<float>(), 2 * ff,
-                          gu_zero_by_o ? 0 : 2 * ff, s, pdl);
+                          gu_zero_by_o || no_zero ? 0 : 2 * ff, s, pdl);
     } else {
       launch_rms_norm(X, d, fptr(L.ffn_norm), hp.rms_eps, d, n, XN, d, s, pdl);
     }
@@ -744,15 +701,16 @@ void CudaModel::Impl::layer_forward(uint32_t il, int n, const AttentionBatch& ab
     // output product takes F16.
     qkv_zeroed = mma_zeroes() && il + 1 < hp.n_layers && qkv_takes_f16(il + 1, n);
     logits_zeroed = mma_zeroes() && il + 1 == hp.n_layers && zero_logits;
-    float* zero = qkv_zeroed ? qkv.as<float>() : logits_zeroed ? logits.as<float>() : nullptr;
-    const int64_t zero_n = qkv_zeroed ? int64_t(n) * (qd + 2 * kvd) : logits_zeroed ? int64_t(n) * hp.vocab_size : 0;
+    float* zero = no_zero ? nullptr : qkv_zeroed ? qkv.as<float>() : logits_zeroed ? logits.as<float>() : nullptr;
+    const int64_t zero_n = no_zero ? 0 : qkv_zeroed ? int64_t(n) * (qd + 2 * kvd) : logits_zeroed ? int64_t(n) * hp.vocab_size : 0;
     mm->matmul_f16(L.w_down.m, n, X, d, s, zero, zero_n);  // x += down
     mark("matmul down");
   } else if (fuse_res) {
     // The streaming decode kernel: the next layer's q/k/v output zeroed in the same launch.
     qkv_mv_zeroed = il + 1 < hp.n_layers && qkv_streams(il + 1, n) && mm->streams_decode(L.w_down.m, n);
     if (qkv_mv_zeroed)
-      mm->matmul(L.w_down.m, G, ff, n, X, d, s, /*accumulate=*/true, qkv.as<float>(), int64_t(n) * (qd + 2 * kvd));
+      mm->matmul(L.w_down.m, G, ff, n, X, d, s, /*accumulate=*/true, no_zero ? nullptr : qkv.as<float>(),
+                 no_zero ? 0 : int64_t(n) * (qd + 2 * kvd));
     else
       product(L.w_down.m, down_q8, G, ff, X, d, true);  // x += down
     mark("matmul down");
@@ -797,7 +755,8 @@ void CudaModel::Impl::forward_body(int n, int n_out, const AttentionBatch& ab, c
   if (out_f16) {  // batches on the quantized tensor-core kernel: the norm writes the F16 input
     const MatmulContext::F16Input h = mm->f16_input(*output);
     launch_rms_norm_f16(x.as<float>(), nullptr, fptr(output_norm), hp.rms_eps, d, n, h.h, h.ld, logits.as<float>(),
-                        hp.vocab_size, logits_zeroed ? 0 : hp.vocab_size, stream, mm->pdl());
+                        hp.vocab_size, logits_zeroed || (dbg_skip_mask() & kSkipZero) ? 0 : hp.vocab_size, stream,
+                        mm->pdl());
     logits_zeroed = false;
     mark("norm");
     mm->matmul_f16(*output, n, logits.as<float>(), hp.vocab_size, stream);
@@ -922,18 +881,6 @@ Result<std::unique_ptr<CudaModel>> CudaModel::create(ModelWeights weights, const
   m.output_norm = upload_floats(weights.output_norm);
   if (!weights.rope_freqs.empty()) m.rope_freqs = upload_floats(weights.rope_freqs);
   m.layers.resize(hp.n_layers);
-  // Benchmark knob DUET_KV_PERSIST=MB (read at load; implies DUET_KV_ARENA=1): up to MB MiB of the
-  // L2 set aside for persisting lines (cudaLimitPersistingL2CacheSize, capped by the device) and the
-  // KV arena given a persisting access policy window, so that the KV cache is not evicted by the
-  // weights streaming through the L2 between one step's attention and the next's (a qwen2-7b
-  // sequence at 280 positions holds ~16 MB of F16 K and V).
-  const int persist_mb = std::max(0, env_int("DUET_KV_PERSIST", 0, 1 << 20));
-  // Benchmark knob DUET_KV_ARENA=1 (read at load): every layer's K and V caches in one allocation
-  // after all the weights, instead of each layer's pair allocated right after its weights, so that
-  // the weights' addresses do not depend on the KV cache's size (on the H200 a qwen2-7b Q4_K_M
-  // model opened for 32 sequences decoded one sequence 2.3% faster than one opened for one:
-  // perf.md session 37).
-  const bool kv_arena = env_flag("DUET_KV_ARENA", false) || persist_mb > 0;
   const char* nf = std::getenv("DUET_CUDA_NO_FUSE");  // for comparing fused and separate products
   const bool fuse = !(nf && *nf && std::strcmp(nf, "0") != 0);
   for (uint32_t il = 0; il < hp.n_layers; ++il) {
@@ -976,25 +923,11 @@ Result<std::unique_ptr<CudaModel>> CudaModel::create(ModelWeights weights, const
     D.bq = upload_floats(L.bq);
     D.bk = upload_floats(L.bk);
     D.bv = upload_floats(L.bv);
-    if (!kv_arena) {
-      D.k_cache.resize(kv_layer_bytes);
-      D.v_cache.resize(kv_layer_bytes);
-      DUET_CUDA_CHECK(cudaMemsetAsync(D.k_cache.data(), 0, kv_layer_bytes, m.stream));
-      DUET_CUDA_CHECK(cudaMemsetAsync(D.v_cache.data(), 0, kv_layer_bytes, m.stream));
-      D.k = D.k_cache.data();
-      D.v = D.v_cache.data();
-    }
+    D.k_cache.resize(kv_layer_bytes);
+    D.v_cache.resize(kv_layer_bytes);
+    DUET_CUDA_CHECK(cudaMemsetAsync(D.k_cache.data(), 0, kv_layer_bytes, m.stream));
+    DUET_CUDA_CHECK(cudaMemsetAsync(D.v_cache.data(), 0, kv_layer_bytes, m.stream));
     if (opt.verbose) std::fprintf(stderr, "\rduet: uploading weights to %s: layer %u/%u", m.dev.name.c_str(), il + 1, hp.n_layers);
-  }
-  if (kv_arena) {
-    m.kv_arena.resize(kv_bytes);
-    DUET_CUDA_CHECK(cudaMemsetAsync(m.kv_arena.data(), 0, kv_bytes, m.stream));
-    auto* base = static_cast<uint8_t*>(m.kv_arena.data());
-    for (uint32_t il = 0; il < hp.n_layers; ++il) {
-      m.layers[il].k = base + (2 * uint64_t{il}) * kv_layer_bytes;
-      m.layers[il].v = base + (2 * uint64_t{il} + 1) * kv_layer_bytes;
-    }
-    if (persist_mb > 0) m.persist_kv(size_t(persist_mb) << 20);
   }
   if (dbg_skip_mask() != 0)
     std::fprintf(stderr, "duet: warning: DUET_DBG_SKIP is set: decode steps leave kernels out, results are wrong\n");
@@ -1120,7 +1053,6 @@ Status CudaModel::run(const ForwardBatch& b, float* logits_out, int32_t* tokens)
         DUET_CUDA_CHECK(cudaStreamBeginCapture(m.stream, cudaStreamCaptureModeThreadLocal));
         m.run_forward(n, n_out, ab, md + off_tok, runs, greedy);
         DUET_CUDA_CHECK(cudaStreamEndCapture(m.stream, &g));
-        m.set_kv_window(g);
         DUET_CUDA_CHECK(cudaGraphInstantiateWithFlags(&gr.exec, g, 0));  // this form exists from CUDA 11.4 to 13
         DUET_CUDA_CHECK(cudaGraphDestroy(g));
       }

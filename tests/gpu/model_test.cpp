@@ -381,27 +381,6 @@ TEST_P(TinyGpuParityLong, DecodeAcrossContextBucket) {
 
 INSTANTIATE_TEST_SUITE_P(Archs, TinyGpuParityLong, ::testing::Values("qwen2", "gemma3"));
 
-// DUET_KV_ARENA=1 (cuda_model.cpp: every layer's K and V caches in one allocation after the
-// weights) must decode what the per-layer caches decode: a layer reading or writing another
-// layer's cache, or past its own, would miss the CPU by far more than the bound. The tiny qwen2
-// at an odd block size (tokens straddle blocks) and the long run across a context bucket; then
-// the same with DUET_KV_PERSIST=8 (the arena in a persisting L2 window, set on the stream and on
-// every node of the decode graphs: a caching policy, so the same results).
-TEST(TinyGpuParityKvArena, MatchesCpu) {
-  std::ifstream f(tiny_dir("qwen2") / "tokens.json");
-  ASSERT_TRUE(f) << "missing tiny model fixture for qwen2";
-  const std::vector<int32_t> toks = nlohmann::json::parse(f)["tokens"].get<std::vector<int32_t>>();
-  const std::string g = tiny_to_gguf("qwen2", FileType::kF16);
-  for (const auto& [var, value] : {std::pair{"DUET_KV_ARENA", "1"}, std::pair{"DUET_KV_PERSIST", "8"}}) {
-    SCOPED_TRACE(var);
-    setenv(var, value, 1);
-    check_model(g, toks, static_cast<int>(toks.size()) * 3 / 4, "native", DType::kF16, 7, 4);
-    check_model(g, random_tokens(272, 256, 11), 240, "native", DType::kF16, 16, 24);
-    unsetenv(var);
-  }
-  fs::remove(g);
-}
-
 // Files named in DUET_GPU_PARITY_MODELS: 64 prompt tokens, 16 decoded, 3 sequences x 8 steps.
 TEST(ListedGpuParity, MatchesCpu) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);

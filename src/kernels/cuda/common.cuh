@@ -53,17 +53,6 @@ inline int opt_in_ctas_per_sm(const void* kernel, int threads, size_t smem) {
   return it->second;
 }
 
-// Benchmark knob DUET_CARVEOUT=P (0-100, read once per process): every kernel launched through
-// launch_maybe_pdl, and every kernel given a carve-out below, asks for P% instead, so that all of
-// them share one shared-memory configuration (an SM runs kernels of one configuration at a time).
-// -1 when unset. Measured on the H200 (perf.md session 37): one-token decode slower at every P
-// (qwen2-7b Q4_K_M tg128 -8% at 30-100%, FP8 weight-only -2.5% at 65-100%): the kernels' L1
-// is worth more than the overlap.
-inline int uniform_carveout() {
-  static const int p = env_int("DUET_CARVEOUT", 0, 100);
-  return p;
-}
-
 // Asks the current device to give `kernel` the smallest shared-memory carve-out that still holds
 // per_sm CTAs of `smem` dynamic bytes (plus the kernel's static shared memory and the per-CTA
 // reservation), so that the rest of the SM's unified L1 / shared memory stays L1; percent >= 0
@@ -75,7 +64,6 @@ inline void prefer_l1_carveout(const void* kernel, int per_sm, size_t smem, int 
   DUET_CUDA_CHECK(cudaGetDevice(&dev));
   std::lock_guard<std::mutex> lock(mu);
   if (!done.try_emplace({kernel, dev}, 0).second) return;
-  if (uniform_carveout() >= 0) percent = uniform_carveout();
   if (percent < 0) {
     cudaFuncAttributes attr{};
     DUET_CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
@@ -192,7 +180,6 @@ void launch_maybe_pdl(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t sm
   attr.val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = &attr;
   cfg.numAttrs = pdl ? 1 : 0;
-  if (uniform_carveout() >= 0) prefer_l1_carveout(reinterpret_cast<const void*>(kernel), 1, 0);
   DUET_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...));
 }
 
