@@ -12,7 +12,9 @@
 #          file and benchmark instead (e.g. FILE=q7-fp8ch TYPE=fp8-channel ARGS="-p 2048 -n 0 -r 2
 #          --fp8 native"); ARGS also replaces the default arguments of FILES' benches (fp8wo and
 #          fp8nat keep their --fp8 mode);
-#   ROUNDS: rounds (default 2).
+#   ROUNDS: rounds (default 2);
+#   LLAMA_ARGS: extra arguments of llamacpp_gpu_bench.py (e.g. --depth 4096,16384 beside ARGS="-p
+#               512 -n 128 -r 2 -d 0,4096,16384": the same tests at those context depths).
 # Every line goes to OUT/ab.txt, then a table of each (file, figure, setting)'s values per round
 # (tg128 / pp512 tok/s, step ms; OUT/ab.tsv holds them one per row).
 # Usage: SETS="- | DUET_X=1" FILES="q4km bf16" scripts/gpu-decode-ab.sh BUNDLE.tar.xz OUT
@@ -68,9 +70,11 @@ for round in $(seq 1 "${ROUNDS:-2}"); do
       echo "== $label [${set:--}] (round $round)"
       res=$(env "${env_words[@]}" "$bin/$exe" bench -m "$work/$file" $fixed $args 2>/dev/null | grep -E "pp|tg|step")
       echo "$res"
-      # One row per figure: tg/pp tok/s, step ms ("step x32 4.969 ms ..." -> step_x32).
+      # One row per figure: tg/pp tok/s ("tg128 @ d4096 ..." -> tg128_d4096), step ms ("step x32
+      # 4.969 ms ..." -> step_x32_ms).
       echo "$res" | awk -v l="$label" -v s="${set:--}" -v r="$round" -v OFS='\t' \
-        '$1 ~ /^(tg|pp)[0-9]+$/ {print l, s, r, $1, $2} $1 == "step" {print l, s, r, "step_" $2 "_ms", $3}' >>"$out/ab.tsv"
+        '$1 ~ /^(tg|pp)[0-9]+$/ {if ($2 == "@") print l, s, r, $1 "_" $3, $4; else print l, s, r, $1, $2}
+         $1 == "step" {print l, s, r, "step_" $2 "_ms", $3}' >>"$out/ab.tsv"
     done
   done
 done | tee -a "$out/ab.txt"
@@ -84,5 +88,5 @@ if [ -n "${LLAMA_TAR:-}" ] && [ -e "$LLAMA_TAR" ]; then
   q4=$work/q7-q4km.gguf
   [ -e "$q4" ] || "$bin/duet" synth --arch qwen2 --shape qwen2-7b -t Q4_K_M -o "$q4" -q
   LD_LIBRARY_PATH="${nccl:+$nccl:}/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}" PYTHONPATH=/tmp/duet-llsite \
-    timeout 200 python3 scripts/ref/llamacpp_gpu_bench.py "$q4" --reps 2 2>"$out/llamacpp.err" | tee "$out/llamacpp.jsonl"
+    timeout 300 python3 scripts/ref/llamacpp_gpu_bench.py "$q4" --reps 2 ${LLAMA_ARGS:-} 2>"$out/llamacpp.err" | tee "$out/llamacpp.jsonl"
 fi

@@ -5,6 +5,9 @@ flash attention on, F16 KV cache:
   pp512 / pp2048  prompt of N random tokens into an empty cache, n_batch 2048, n_ubatch 512
   tg128           128 tokens decoded one at a time into an empty cache
   gen             a greedy 16-token continuation (llama.cpp loads the file and generates from it)
+  --depth D,...   also pp and tg with D tokens already in the cache (llama-bench's -d: "tg128 @
+                  d4096"), prefilled once and cut back to D before each repetition; keys
+                  ppN_dD_tok_s and tgN_dD_tok_s
 Best of --reps after one warm-up, like llama-bench; prints JSON lines.
 
 llama-cpp-python with CUDA: build its source distribution with
@@ -13,7 +16,7 @@ and install the wheel where the GPU is (scripts/gpu-check.sh takes it with LLAMA
 the built package with scripts/ref/pack_llamacpp_cuda.sh (no NCCL, each library once) for
 gpu-quick.sh / gpu-decode-ab.sh's LLAMA_TAR and LLAMA_DEPS.
 
-Usage: llamacpp_gpu_bench.py FILE.gguf [...] [--reps 3] [--label L]"""
+Usage: llamacpp_gpu_bench.py FILE.gguf [...] [--reps 3] [--pp 512,2048] [--tg 128] [--depth 4096,16384]"""
 import argparse
 import ctypes
 import json
@@ -28,7 +31,10 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--pp", default="512,2048")
     ap.add_argument("--tg", type=int, default=128)
+    ap.add_argument("--depth", default="")
     args = ap.parse_args()
+    pps = [int(x) for x in args.pp.split(",") if x]
+    depths = [int(x) for x in args.depth.split(",") if x and int(x) > 0]
     import llama_cpp as L
 
     L.llama_backend_init()
@@ -40,7 +46,7 @@ def main():
             print(json.dumps({"file": path, "error": "llama.cpp could not load the file"}))
             continue
         cp = L.llama_context_default_params()
-        cp.n_ctx = 4096
+        cp.n_ctx = max([4096] + [d + max(pps + [args.tg]) + 16 for d in depths])
         cp.n_batch = 2048
         cp.n_ubatch = 512
         cp.flash_attn_type = L.LLAMA_FLASH_ATTN_TYPE_ENABLED
@@ -73,13 +79,39 @@ def main():
             L.llama_synchronize(ctx)
             return n / (time.perf_counter() - t0)
 
+        def at_depth(d, n, one_by_one):
+            # n tokens (one batch, or one at a time) after d tokens in the cache; the cache is cut
+            # back to d first (prefilled once per depth, see below).
+            L.llama_memory_seq_rm(mem, 0, d, -1)
+            toks = [rng.randrange(100, min(n_vocab, 30000)) for _ in range(n)]
+            t0 = time.perf_counter()
+            if one_by_one:
+                for t in toks:
+                    decode([t])
+            else:
+                for i in range(0, n, 2048):
+                    decode(toks[i:i + 2048])
+            L.llama_synchronize(ctx)
+            return n / (time.perf_counter() - t0)
+
         res = {"file": path, "engine": "llama.cpp (llama-cpp-python %s)" % L.__version__}
-        for n in [int(x) for x in args.pp.split(",") if x]:
+        for n in pps:
             prompt(n)
             res[f"pp{n}_tok_s"] = max(prompt(n) for _ in range(args.reps))
         if args.tg:
             gen(8)
             res[f"tg{args.tg}_tok_s"] = max(gen(args.tg) for _ in range(args.reps))
+        for d in depths:
+            L.llama_memory_clear(mem, True)
+            prefill = [rng.randrange(100, min(n_vocab, 30000)) for _ in range(d)]
+            for i in range(0, d, 2048):
+                decode(prefill[i:i + 2048])
+            for n in pps:
+                at_depth(d, n, False)
+                res[f"pp{n}_d{d}_tok_s"] = max(at_depth(d, n, False) for _ in range(args.reps))
+            if args.tg:
+                at_depth(d, 8, True)
+                res[f"tg{args.tg}_d{d}_tok_s"] = max(at_depth(d, args.tg, True) for _ in range(args.reps))
         # Greedy continuation of a short prompt: llama.cpp reads the file and generates from it.
         L.llama_memory_clear(mem, True)
         toks = [rng.randrange(100, min(n_vocab, 30000)) for _ in range(8)]

@@ -2,6 +2,7 @@
 #include "model/bench.h"
 
 #include <algorithm>
+#include <memory>
 #include <random>
 #include <span>
 #include <string>
@@ -12,9 +13,9 @@
 namespace duet {
 
 Result<BenchResult> run_bench(ForwardModel& model, int n_pp, int n_tg, int reps, const std::vector<int>& batch_seqs,
-                              int ctx_short, bool want_logits) {
-  if (n_pp < 0 || n_tg < 0 || reps < 0 || (!batch_seqs.empty() && ctx_short < 1))
-    return invalid_argument("bench: negative token count or repetitions, or batch contexts of " +
+                              int ctx_short, bool want_logits, int depth) {
+  if (n_pp < 0 || n_tg < 0 || reps < 0 || depth < 0 || (!batch_seqs.empty() && ctx_short < 1))
+    return invalid_argument("bench: negative token count, repetitions or depth, or batch contexts of " +
                             std::to_string(ctx_short) + " tokens");
   std::mt19937 rng(0);
   const int32_t vocab = static_cast<int32_t>(model.hparams().vocab_size);
@@ -22,7 +23,7 @@ Result<BenchResult> run_bench(ForwardModel& model, int n_pp, int n_tg, int reps,
   // Enough for the prompt, the decoded tokens, and each batch's prompt plus its steps (two
   // untimed, then max(n_tg, 3)).
   const int n_steps = std::max(n_tg, 3) + 2;
-  std::vector<int32_t> toks(std::max({n_pp, n_tg + 1, ctx_short + n_steps}));
+  std::vector<int32_t> toks(std::max({n_pp, n_tg + 1, ctx_short + n_steps}) + static_cast<size_t>(depth));
   for (auto& t : toks) t = dist(rng);
   BenchResult best;
   std::vector<float> logits;
@@ -36,9 +37,41 @@ Result<BenchResult> run_bench(ForwardModel& model, int n_pp, int n_tg, int reps,
     ForwardModel& m;
     ~ProfileGuard() { m.pause_profile(false); }
   } guard{model};
+  // At depth > 0 each test's sequence: the depth prefilled once (untimed), then truncated back to
+  // it before each round.
+  const uint32_t depth_batch = static_cast<uint32_t>(std::max(n_pp, 512));
+  std::unique_ptr<Session> pp_s, tg_s;
+  int pp_q = 0, tg_q = 0;
+  auto prefill_depth = [&](std::unique_ptr<Session>& s, int& q) -> Status {
+    s = std::make_unique<Session>(model, depth_batch);
+    q = s->add_sequence();
+    model.pause_profile(true);
+    return eval(*s, q, std::span<const int32_t>(toks.data(), depth));
+  };
+  if (depth > 0 && n_pp > 0) DUET_RETURN_IF_ERROR(prefill_depth(pp_s, pp_q));
+  if (depth > 0 && n_tg > 0) DUET_RETURN_IF_ERROR(prefill_depth(tg_s, tg_q));
   // One untimed warm-up of each shape (first-use allocations, graph capture).
   for (int r = 0; r <= reps; ++r) {
     const bool timed = r > 0;
+    if (depth > 0) {
+      if (n_pp > 0) {
+        pp_s->truncate(pp_q, static_cast<uint32_t>(depth));
+        model.pause_profile(!timed);
+        const double t0 = now_seconds();
+        DUET_RETURN_IF_ERROR(eval(*pp_s, pp_q, std::span<const int32_t>(toks.data() + depth, n_pp)));
+        if (timed) best.pp_tok_s = std::max(best.pp_tok_s, n_pp / (now_seconds() - t0));
+      }
+      if (n_tg > 0) {
+        tg_s->truncate(tg_q, static_cast<uint32_t>(depth));
+        const int n = timed ? n_tg : std::min(n_tg, 4);
+        model.pause_profile(!timed);
+        const double t0 = now_seconds();
+        for (int i = 0; i < n; ++i)
+          DUET_RETURN_IF_ERROR(eval(*tg_s, tg_q, std::span<const int32_t>(toks.data() + depth + i, 1)));
+        if (timed) best.tg_tok_s = std::max(best.tg_tok_s, n / (now_seconds() - t0));
+      }
+      continue;
+    }
     if (n_pp > 0) {
       Session s(model, static_cast<uint32_t>(n_pp));
       const int q = s.add_sequence();

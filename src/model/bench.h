@@ -23,7 +23,12 @@ struct BenchResult {
 // the ids come back); logits = true reads the logits rows back to the host instead (what
 // llama-bench's decode does). The model's profile (ForwardModel::pause_profile) covers only the
 // timed evaluations.
+// depth > 0 (llama-bench's -d): the pp and tg tests run with `depth` tokens already in the
+// sequence's cache: pp evaluates n_pp tokens at positions depth .. depth + n_pp - 1, tg decodes
+// n_tg tokens at positions depth .. depth + n_tg - 1. The depth is prefilled once per test,
+// untimed, in batches of max(n_pp, 512) tokens (the model must take batches that large), and each
+// round truncates the sequence back to it.
 Result<BenchResult> run_bench(ForwardModel& model, int n_pp, int n_tg, int reps, const std::vector<int>& batch_seqs,
-                              int ctx_short = 128, bool logits = false);
+                              int ctx_short = 128, bool logits = false, int depth = 0);
 
 }  // namespace duet

@@ -347,11 +347,13 @@ class CountingModel : public ForwardModel {
   std::string device_name() const override { return m_.device_name(); }
   Status forward(const ForwardBatch& b, float* logits) override {
     ++(paused_ ? paused_forwards : profiled_forwards);
+    if (!paused_) profiled_batches.emplace_back(b.positions.begin(), b.positions.end());
     return m_.forward(b, logits);
   }
   void pause_profile(bool paused) override { paused_ = paused; }
   bool paused() const { return paused_; }
   int paused_forwards = 0, profiled_forwards = 0;
+  std::vector<std::vector<int32_t>> profiled_batches;  // the positions of each profiled forward
 
  private:
   ForwardModel& m_;
@@ -379,6 +381,29 @@ TEST(Bench, ProfileCoversOnlyTimedForwards) {
   EXPECT_FALSE(run_bench(c, 0, 0, 1, {2}, 0).is_ok());  // batch contexts of no tokens
   EXPECT_FALSE(run_bench(c, -1, 4, 1, {}).is_ok());
   EXPECT_EQ(c.profiled_forwards + c.paused_forwards, 0);
+}
+
+// llama-bench's -d: with 20 tokens already in the cache, each timed pp forward evaluates positions
+// 20 .. 23 in one batch and the timed tg forwards decode positions 20, 21, 22 one at a time; the
+// two depth prefills (one per test) and the warm-up round are untimed.
+TEST(Bench, DepthRunsTheTestsAfterThePrefilledTokens) {
+  auto m = load(data_dir("llama").string());
+  ASSERT_TRUE(m);
+  CountingModel c(*m);
+  auto r = run_bench(c, 4, 3, 2, {}, 128, false, 20);
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  EXPECT_GT(r->pp_tok_s, 0);
+  EXPECT_GT(r->tg_tok_s, 0);
+  EXPECT_EQ(c.paused_forwards, 2 + 1 + 3);
+  const std::vector<int32_t> pp = {20, 21, 22, 23};
+  const std::vector<std::vector<int32_t>> round = {pp, {20}, {21}, {22}};
+  std::vector<std::vector<int32_t>> want;
+  for (int i = 0; i < 2; ++i) want.insert(want.end(), round.begin(), round.end());
+  EXPECT_EQ(c.profiled_batches, want);
+  EXPECT_FALSE(c.paused());
+  // A depth the model's context cannot hold fails cleanly; a negative one is refused.
+  EXPECT_FALSE(run_bench(c, 4, 3, 1, {}, 128, false, static_cast<int>(m->max_context())).is_ok());
+  EXPECT_FALSE(run_bench(c, 4, 3, 1, {}, 128, false, -1).is_ok());
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, TinyModelTest, ::testing::ValuesIn(kArchs),
