@@ -52,7 +52,8 @@ namespace duet::cuda {
 namespace {
 
 // ---- Split policy (shared by attention_scratch_bytes and the launcher) ----
-constexpr int kMaxSplits = 128;
+constexpr int kMaxSplits = 128;            // default cap on a token's pieces
+constexpr int kMaxSplitsLimit = 256;       // the most DUET_ATTN_MAX_SPLITS allows (the merge's arrays)
 constexpr int kSplitMinKeys = 256;         // below this a split is not worth its merge
 constexpr int64_t kSplitTargetRows = 8192;  // (token, head, split) rows that fill an H200 well
 // Short splits (DUET_ATTN_SPLIT_SHORT, on unless "0"): see split_plan.
@@ -60,11 +61,29 @@ constexpr int kShortMinKeys = 32;            // the smallest short split (one wa
 constexpr int64_t kShortTargetRows = 1024;   // (token, head, split) rows wanted from short splits
 constexpr int64_t kBatchShortTargetRows = 4096;  // the same for batches of > kDecodeMaxTokens tokens
 
+// Long-context split policy knobs (benchmark A/B, read once per process): DUET_ATTN_SPLIT_MIN
+// (keys, 32-4096; default kSplitMinKeys) the shortest long-context piece, DUET_ATTN_MAX_SPLITS
+// (1-kMaxSplitsLimit; default kMaxSplits) the most pieces a token gets.
+int split_min_keys() {
+  static const int v = [] {
+    const int e = env_int("DUET_ATTN_SPLIT_MIN", 32, 4096);
+    return e > 0 ? e : kSplitMinKeys;
+  }();
+  return v;
+}
+int max_splits() {
+  static const int v = [] {
+    const int e = env_int("DUET_ATTN_MAX_SPLITS", 1, kMaxSplitsLimit);
+    return e > 0 ? e : kMaxSplits;
+  }();
+  return v;
+}
+
 int decode_splits(int n_tokens, int n_heads, int max_kv_len) {
-  const int64_t by_keys = detail::ceil_div(std::max(max_kv_len, 1), kSplitMinKeys);
+  const int64_t by_keys = detail::ceil_div(std::max(max_kv_len, 1), split_min_keys());
   const int64_t rows = std::max<int64_t>(1, static_cast<int64_t>(n_tokens) * n_heads);
   const int64_t by_rows = std::max<int64_t>(1, kSplitTargetRows / rows);
-  return static_cast<int>(std::clamp<int64_t>(std::min(by_keys, by_rows), 1, kMaxSplits));
+  return static_cast<int>(std::clamp<int64_t>(std::min(by_keys, by_rows), 1, max_splits()));
 }
 
 // DUET_ATTN_SPLIT_SHORT=0 restores the split policy without short splits and the plain merge
@@ -111,7 +130,7 @@ SplitPlan split_plan(int n_tokens, int n_heads, int max_kv_len) {
   sp.grid = decode_splits(n_tokens, n_heads, max_kv_len);
   if (!split_short_enabled()) return sp;
   const int64_t rows = std::max<int64_t>(1, static_cast<int64_t>(n_tokens) * n_heads);
-  const int64_t want = std::clamp<int64_t>(short_target_rows(n_tokens) / rows, 1, kMaxSplits);
+  const int64_t want = std::clamp<int64_t>(short_target_rows(n_tokens) / rows, 1, max_splits());
   if (want <= 1) return sp;
   sp.short_splits = static_cast<int>(want);
   // A token of n <= max_kv_len keys gets at most min(want, ceil(n / kShortMinKeys)) short pieces.
@@ -887,6 +906,45 @@ __device__ __forceinline__ float merge_pieces(const float* pp, int n_splits, int
   return O / L;
 }
 
+// The same for more than kMergeBatch pieces (long contexts), by the whole block (head_dim threads,
+// every one calls it; n_splits <= kMaxSplitsLimit): the pieces' m and l go to shared memory in one
+// L2 round trip (thread s loads piece s), every thread takes the maximum and the weights
+// e^(m_s - M) from there, and each thread's column of the pieces' o is loaded kMergeBatch pieces
+// at a time with the next batch's loads issued before this batch is summed. The same sums in the
+// same order as merge_pieces, so the same result; merge_pieces took two dependent L2 round trips
+// per batch of 8 (17 at 65 pieces).
+__device__ __forceinline__ float merge_many(const float* pp, int n_splits, int head_dim, int d) {
+  __shared__ float sm[kMaxSplitsLimit], sl[kMaxSplitsLimit];
+  for (int s = d; s < n_splits; s += head_dim) {
+    sm[s] = pp[s * (head_dim + 2) + head_dim];
+    sl[s] = pp[s * (head_dim + 2) + head_dim + 1];
+  }
+  float cur[kMergeBatch], nxt[kMergeBatch];  // column d of the pieces' o, this batch and the next
+#pragma unroll
+  for (int j = 0; j < kMergeBatch; ++j) cur[j] = j < n_splits ? pp[j * (head_dim + 2) + d] : 0.0f;
+  __syncthreads();
+  float mx = -INFINITY;
+  for (int s = 0; s < n_splits; ++s) mx = fmaxf(mx, sm[s]);
+  float L = 0.0f, O = 0.0f;
+  for (int s0 = 0; s0 < n_splits; s0 += kMergeBatch) {
+#pragma unroll
+    for (int j = 0; j < kMergeBatch; ++j) {
+      const int s = s0 + kMergeBatch + j;
+      nxt[j] = s < n_splits ? pp[s * (head_dim + 2) + d] : 0.0f;
+    }
+#pragma unroll
+    for (int j = 0; j < kMergeBatch; ++j)
+      if (s0 + j < n_splits) {
+        const float f = expf(sm[s0 + j] - mx);
+        L += sl[s0 + j] * f;
+        O += cur[j] * f;
+      }
+#pragma unroll
+    for (int j = 0; j < kMergeBatch; ++j) cur[j] = nxt[j];
+  }
+  return O / L;
+}
+
 __global__ void attention_merge_kernel(AttnArgs a, int head_dim) {
   // Lets the next kernel (the o product, launched programmatically on sm_90) start while this
   // one finishes; waits for the decode kernel's partials when launched programmatically.
@@ -908,7 +966,7 @@ __global__ void attention_merge_kernel(AttnArgs a, int head_dim) {
     v = a.out[static_cast<int64_t>(t) * a.ldo + col];
   } else {
     const float* pp = a.part + (static_cast<int64_t>(t) * a.n_heads + head) * a.max_splits * (head_dim + 2);
-    v = merge_pieces(pp, n_splits, head_dim, d);
+    v = n_splits <= kMergeBatch ? merge_pieces(pp, n_splits, head_dim, d) : merge_many(pp, n_splits, head_dim, d);
     if (a.q8 == nullptr) {
       store_out(a, t, col, v);
       return;
