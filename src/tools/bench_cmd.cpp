@@ -8,8 +8,8 @@
 // Each evaluation ends as generation does, with the greedy choice of the next token (on the GPU
 // only the ids come back); --logits reads the logits rows back instead, as llama-bench does.
 #include <CLI/CLI.hpp>
-#include <cstdio>
 #include <algorithm>
+#include <cstdio>
 #include <sstream>
 #include <string>
 #include <vector>
