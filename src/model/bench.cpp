@@ -2,7 +2,6 @@
 #include "model/bench.h"
 
 #include <algorithm>
-#include <memory>
 #include <random>
 #include <span>
 #include <string>
@@ -37,41 +36,37 @@ Result<BenchResult> run_bench(ForwardModel& model, int n_pp, int n_tg, int reps,
     ForwardModel& m;
     ~ProfileGuard() { m.pause_profile(false); }
   } guard{model};
-  // At depth > 0 each test's sequence: the depth prefilled once (untimed), then truncated back to
-  // it before each round.
-  const uint32_t depth_batch = static_cast<uint32_t>(std::max(n_pp, 512));
-  std::unique_ptr<Session> pp_s, tg_s;
-  int pp_q = 0, tg_q = 0;
-  auto prefill_depth = [&](std::unique_ptr<Session>& s, int& q) -> Status {
-    s = std::make_unique<Session>(model, depth_batch);
-    q = s->add_sequence();
-    model.pause_profile(true);
-    return eval(*s, q, std::span<const int32_t>(toks.data(), depth));
-  };
-  if (depth > 0 && n_pp > 0) DUET_RETURN_IF_ERROR(prefill_depth(pp_s, pp_q));
-  if (depth > 0 && n_tg > 0) DUET_RETURN_IF_ERROR(prefill_depth(tg_s, tg_q));
-  // One untimed warm-up of each shape (first-use allocations, graph capture).
-  for (int r = 0; r <= reps; ++r) {
-    const bool timed = r > 0;
-    if (depth > 0) {
-      if (n_pp > 0) {
-        pp_s->truncate(pp_q, static_cast<uint32_t>(depth));
+  // At depth > 0 each test in turn, on one sequence (one Session at a time: every Session's block
+  // pool covers the whole cache): the depth prefilled once, untimed, then the sequence cut back to
+  // it before each round (the untimed warm-up round first).
+  if (depth > 0) {
+    const uint32_t depth_batch = static_cast<uint32_t>(std::max(n_pp, 512));
+    for (const bool pp : {true, false}) {
+      if ((pp && n_pp == 0) || (!pp && n_tg == 0)) continue;
+      double& rate = pp ? best.pp_tok_s : best.tg_tok_s;
+      Session s(model, depth_batch);
+      const int q = s.add_sequence();
+      model.pause_profile(true);
+      DUET_RETURN_IF_ERROR(eval(s, q, std::span<const int32_t>(toks.data(), depth)));
+      for (int r = 0; r <= reps; ++r) {
+        const bool timed = r > 0;
+        s.truncate(q, static_cast<uint32_t>(depth));
+        const int n = pp ? n_pp : timed ? n_tg : std::min(n_tg, 4);
         model.pause_profile(!timed);
         const double t0 = now_seconds();
-        DUET_RETURN_IF_ERROR(eval(*pp_s, pp_q, std::span<const int32_t>(toks.data() + depth, n_pp)));
-        if (timed) best.pp_tok_s = std::max(best.pp_tok_s, n_pp / (now_seconds() - t0));
+        if (pp) {
+          DUET_RETURN_IF_ERROR(eval(s, q, std::span<const int32_t>(toks.data() + depth, n_pp)));
+        } else {
+          for (int i = 0; i < n; ++i)
+            DUET_RETURN_IF_ERROR(eval(s, q, std::span<const int32_t>(toks.data() + depth + i, 1)));
+        }
+        if (timed) rate = std::max(rate, n / (now_seconds() - t0));
       }
-      if (n_tg > 0) {
-        tg_s->truncate(tg_q, static_cast<uint32_t>(depth));
-        const int n = timed ? n_tg : std::min(n_tg, 4);
-        model.pause_profile(!timed);
-        const double t0 = now_seconds();
-        for (int i = 0; i < n; ++i)
-          DUET_RETURN_IF_ERROR(eval(*tg_s, tg_q, std::span<const int32_t>(toks.data() + depth + i, 1)));
-        if (timed) best.tg_tok_s = std::max(best.tg_tok_s, n / (now_seconds() - t0));
-      }
-      continue;
     }
+  }
+  // One untimed warm-up of each shape (first-use allocations, graph capture).
+  for (int r = 0; r <= reps && depth == 0; ++r) {
+    const bool timed = r > 0;
     if (n_pp > 0) {
       Session s(model, static_cast<uint32_t>(n_pp));
       const int q = s.add_sequence();

@@ -27,7 +27,7 @@ struct BenchResult {
 // sequence's cache: pp evaluates n_pp tokens at positions depth .. depth + n_pp - 1, tg decodes
 // n_tg tokens at positions depth .. depth + n_tg - 1. The depth is prefilled once per test,
 // untimed, in batches of max(n_pp, 512) tokens (the model must take batches that large), and each
-// round truncates the sequence back to it.
+// round truncates the sequence back to it; all pp rounds run before the tg rounds.
 Result<BenchResult> run_bench(ForwardModel& model, int n_pp, int n_tg, int reps, const std::vector<int>& batch_seqs,
                               int ctx_short = 128, bool logits = false, int depth = 0);
 

@@ -384,8 +384,9 @@ TEST(Bench, ProfileCoversOnlyTimedForwards) {
 }
 
 // llama-bench's -d: with 20 tokens already in the cache, each timed pp forward evaluates positions
-// 20 .. 23 in one batch and the timed tg forwards decode positions 20, 21, 22 one at a time; the
-// two depth prefills (one per test) and the warm-up round are untimed.
+// 20 .. 23 in one batch and the timed tg forwards decode positions 20, 21, 22 one at a time (the
+// pp rounds first, then the tg rounds); the two depth prefills (one per test) and each test's
+// warm-up round are untimed.
 TEST(Bench, DepthRunsTheTestsAfterThePrefilledTokens) {
   auto m = load(data_dir("llama").string());
   ASSERT_TRUE(m);
@@ -396,9 +397,7 @@ TEST(Bench, DepthRunsTheTestsAfterThePrefilledTokens) {
   EXPECT_GT(r->tg_tok_s, 0);
   EXPECT_EQ(c.paused_forwards, 2 + 1 + 3);
   const std::vector<int32_t> pp = {20, 21, 22, 23};
-  const std::vector<std::vector<int32_t>> round = {pp, {20}, {21}, {22}};
-  std::vector<std::vector<int32_t>> want;
-  for (int i = 0; i < 2; ++i) want.insert(want.end(), round.begin(), round.end());
+  const std::vector<std::vector<int32_t>> want = {pp, pp, {20}, {21}, {22}, {20}, {21}, {22}};
   EXPECT_EQ(c.profiled_batches, want);
   EXPECT_FALSE(c.paused());
   // A depth the model's context cannot hold fails cleanly; a negative one is refused.
