@@ -62,26 +62,9 @@ def main():
             if rc != 0:
                 raise RuntimeError(f"llama_decode returned {rc}")
 
-        def prompt(n):
-            L.llama_memory_clear(mem, True)
-            toks = [rng.randrange(100, min(n_vocab, 30000)) for _ in range(n)]
-            t0 = time.perf_counter()
-            for i in range(0, n, 2048):
-                decode(toks[i:i + 2048])
-            L.llama_synchronize(ctx)
-            return n / (time.perf_counter() - t0)
-
-        def gen(n):
-            L.llama_memory_clear(mem, True)
-            t0 = time.perf_counter()
-            for _ in range(n):
-                decode([rng.randrange(100, min(n_vocab, 30000))])
-            L.llama_synchronize(ctx)
-            return n / (time.perf_counter() - t0)
-
-        def at_depth(d, n, one_by_one):
-            # n tokens (one batch, or one at a time) after d tokens in the cache; the cache is cut
-            # back to d first (prefilled once per depth, see below).
+        def timed(d, n, one_by_one):
+            # n tokens (one batch, or one at a time) after d tokens in the cache (sequence 0 cut
+            # back to its first d tokens: at d = 0, emptied).
             L.llama_memory_seq_rm(mem, 0, d, -1)
             toks = [rng.randrange(100, min(n_vocab, 30000)) for _ in range(n)]
             t0 = time.perf_counter()
@@ -95,23 +78,19 @@ def main():
             return n / (time.perf_counter() - t0)
 
         res = {"file": path, "engine": "llama.cpp (llama-cpp-python %s)" % L.__version__}
-        for n in pps:
-            prompt(n)
-            res[f"pp{n}_tok_s"] = max(prompt(n) for _ in range(args.reps))
-        if args.tg:
-            gen(8)
-            res[f"tg{args.tg}_tok_s"] = max(gen(args.tg) for _ in range(args.reps))
-        for d in depths:
+        for d in [0] + depths:
+            # The depth prefilled once, then kept by every repetition (a warm-up first).
             L.llama_memory_clear(mem, True)
             prefill = [rng.randrange(100, min(n_vocab, 30000)) for _ in range(d)]
             for i in range(0, d, 2048):
                 decode(prefill[i:i + 2048])
+            at = f"_d{d}" if d else ""
             for n in pps:
-                at_depth(d, n, False)
-                res[f"pp{n}_d{d}_tok_s"] = max(at_depth(d, n, False) for _ in range(args.reps))
+                timed(d, n, False)
+                res[f"pp{n}{at}_tok_s"] = max(timed(d, n, False) for _ in range(args.reps))
             if args.tg:
-                at_depth(d, 8, True)
-                res[f"tg{args.tg}_d{d}_tok_s"] = max(at_depth(d, args.tg, True) for _ in range(args.reps))
+                timed(d, 8, True)
+                res[f"tg{args.tg}{at}_tok_s"] = max(timed(d, args.tg, True) for _ in range(args.reps))
         # Greedy continuation of a short prompt: llama.cpp reads the file and generates from it.
         L.llama_memory_clear(mem, True)
         toks = [rng.randrange(100, min(n_vocab, 30000)) for _ in range(8)]

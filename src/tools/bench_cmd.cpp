@@ -45,15 +45,15 @@ Result<std::vector<int>> parse_list(const std::string& s, const char* opt, const
   return v;
 }
 
-// K/V cache bytes attention reads for one token at context ctx (every layer's keys and values,
-// sliding-window layers at most their window).
-double kv_bytes_read(const HParams& hp, const std::vector<uint8_t>& sliding, double ctx, double elem_bytes) {
+// Keys attention reads for one token at context ctx, summed over the layers (sliding-window
+// layers at most their window).
+double keys_read(const HParams& hp, const std::vector<uint8_t>& sliding, double ctx) {
   double keys = 0;
   for (uint32_t l = 0; l < hp.n_layers; ++l) {
     const bool swa = l < sliding.size() && sliding[l] != 0 && hp.sliding_window > 0;
     keys += swa ? std::min(ctx, double(hp.sliding_window)) : ctx;
   }
-  return 2.0 * keys * hp.n_kv_heads * hp.head_dim * elem_bytes;
+  return keys;
 }
 
 }  // namespace
@@ -146,10 +146,9 @@ int run_bench_cmd(int argc, char** argv) {
       std::fprintf(stderr, "duet bench: %s\n", r.status().message().c_str());
       return 1;
     }
-    // Attention's keys per layer, summed: kv_bytes_read / (2 n_kv_heads head_dim elem) is the key count.
-    const double pp_keys = kv_bytes_read(hp, sliding, d + (n_pp + 1) / 2.0, 1.0) / (2.0 * hp.n_kv_heads * hp.head_dim);
-    const double pp_flops_per_tok = 2.0 * ws.macs_per_token + 4.0 * qd * pp_keys;
-    const double tg_bytes = ws.decode_bytes + kv_bytes_read(hp, sliding, d + (n_tg + 1) / 2.0, kv_elem);
+    const double pp_flops_per_tok = 2.0 * ws.macs_per_token + 4.0 * qd * keys_read(hp, sliding, d + (n_pp + 1) / 2.0);
+    const double kv_bytes_per_key = 2.0 * hp.n_kv_heads * hp.head_dim * kv_elem;  // K and V
+    const double tg_bytes = ws.decode_bytes + kv_bytes_per_key * keys_read(hp, sliding, d + (n_tg + 1) / 2.0);
     res.push_back({d, r.value(), r->pp_tok_s * pp_flops_per_tok / peak, r->tg_tok_s * tg_bytes / kHbmBytesPerS});
   }
   const DepthResult& r0 = res[0];

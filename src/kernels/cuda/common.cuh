@@ -17,7 +17,6 @@
 #include <mutex>
 #include <utility>
 
-#include "base/env.h"
 #include "runtime/cuda_check.h"
 
 namespace duet::cuda::detail {
