@@ -15,7 +15,12 @@
 // (DUET_ATTN_SPLIT_SHORT=0 runs both through the previous split policy). Batches of more than 8
 // tokens at short grid bounds take whole contexts per decode block, 4 tiles at a time (32
 // sequences in ShortContextSplits and F16OutputMatchesFloat; DUET_ATTN_GROUPS=1, 2 or 4 runs
-// every decode row through one form). Then a benchmark
+// every decode row through one form). Decode launches whose pieces reach 256 keys at the grid's
+// bound (the "decode 1..3000 keys" and "decode long d128 g7" cases, up to 16384 keys) run the
+// mma.sync ring decode kernel on the mma path and the tile-by-tile kernel on the generic one
+// (DUET_ATTN_DECODE_MMA=1 puts every decode row of the mma path on the ring kernel, windows,
+// head_dim 64 and groups of 1 and 16 included; DUET_ATTN_DECODE_MMA_STAGES=2 selects its
+// two-stage ring, DUET_ATTN_MERGE_WIDE=0 the previous merge of more than 8 pieces). Then a benchmark
 // printout (not pass/fail): decode K/V bandwidth (short contexts too, with a graph's grid bound)
 // and prompt TFLOP/s of both prompt paths. Needs a CUDA device.
 #include <cuda_runtime.h>
@@ -332,6 +337,12 @@ TEST_F(GpuAttention, ParityTable) {
       {"prompt window 40 bs7 d128 g1", 8, 8, 128, 7, F16, 40, {{0, 200}, {300, 90}}},
       {"prompt continue bs256 d64 g4", 32, 8, 64, 256, F16, 0, {{2500, 200}, {63, 64}}},
       {"prompt window 300 d256 g8", 16, 2, 256, 16, F16, 300, {{0, 1}, {700, 150}, {0, 70}}},
+      // Long-context decode (pieces of several 64-key tiles: the mma ring kernel on the mma path,
+      // the tile-by-tile kernel on the generic one): the key at pos in the first, a middle or a
+      // later tile of the last piece, a full group of 16 query heads, windows, blocks of 7 keys.
+      {"decode long d128 g7", 28, 4, 128, 16, F16, 0, {{16383, 1}, {8190, 1}, {4100, 1}, {700, 1}}},
+      {"decode long window 3000 bs7 d64 g16", 32, 2, 64, 7, F16, 3000, {{9000, 1}, {2999, 1}, {3100, 1}}},
+      {"decode long bs256 d128 g1", 8, 8, 128, 256, F16, 0, {{6000, 1}, {1000, 1}, {255, 1}}},
   };
   const std::vector<AttentionPromptPath> paths = prompt_paths();
   int seed = 100;
@@ -683,6 +694,7 @@ TEST_F(GpuAttention, Benchmark) {
       {"decode 32 x 1024 keys", {"", 28, 4, 128, 16, DType::kF16, 0, s32}},
       {"decode 32 x 4096 keys", {"", 28, 4, 128, 16, DType::kF16, 0, s32l}},
       {"decode 32 x 1024 keys d64 g4", {"", 32, 8, 64, 16, DType::kF16, 0, s32}},
+      {"decode 1 x 16384 keys", {"", 28, 4, 128, 16, DType::kF16, 0, {{16383, 1}}}},
       {"decode 1 x 32768 keys", {"", 28, 4, 128, 16, DType::kF16, 0, {{32767, 1}}}},
       {"decode 1 x 32768 keys bs256", {"", 28, 4, 128, 256, DType::kF16, 0, {{32767, 1}}}},
   };

@@ -153,6 +153,7 @@ struct AttnArgs {
   bool only_single;  // decode/merge: skip tokens whose sequence has several tokens in the batch
   bool early_kv;     // tensor-core decode: metadata and older keys read before pdl_wait (use_early_kv)
   bool decode_q8;    // the grouped decode kernel wrote the int8 rows of one-piece tokens (merge: skip them)
+  bool merge_wide;   // merge: more than kMergeBatch pieces by merge_wide (use_merge_wide), else merge_many
   const float* q;
   int64_t ldq;
   int n_heads;
@@ -648,8 +649,8 @@ __device__ __forceinline__ void decode_tile(const __half* qs, const __half* ks, 
 // for their 16-column slices of head_dim. Output or split partials as attention_decode_kernel.
 // q and the weights are rounded to F16 (as the CPU reference does). Should be memory-bound; measured
 // on an H200 (head_dim 128, group 7): 1.44 TB/s at 32 x 1024 keys, 1.59 TB/s at 32 x 4096, 1.11
-// TB/s at 1 x 32768 (26-37% of 4.3 TB/s). Next steps: double-buffered tiles (cp.async on sm_80+)
-// so the loads of tile i+1 overlap the math of tile i, and fewer block barriers per tile.
+// TB/s at 1 x 32768 (26-37% of 4.3 TB/s). On sm_80+ pieces of >= kDecodeMmaMinKeys keys go to
+// attention_decode_mma_kernel instead (a cp.async ring, scores and output in registers).
 // Launch bounds cap registers at 128 for 4 blocks per SM (what the shared memory allows): the
 // batched tile loads would otherwise take 165 at head_dim 128; ptxas spills 4 bytes.
 // a.early_kv (launched programmatically, batches of 1-8 tokens): the only things the producer
@@ -913,8 +914,9 @@ __device__ __forceinline__ float merge_pieces(const float* pp, int n_splits, int
 // at a time with the next batch's loads issued before this batch is summed. The same sums in the
 // same order as merge_pieces, so the same result; merge_pieces took two dependent L2 round trips
 // per batch of 8 (17 at 65 pieces).
-__device__ __forceinline__ float merge_many(const float* pp, int n_splits, int head_dim, int d) {
-  __shared__ float sm[kMaxSplitsLimit], sl[kMaxSplitsLimit];
+__device__ __forceinline__ float merge_many(const float* pp, int n_splits, int head_dim, int d, float* smem) {
+  float* sm = smem;
+  float* sl = smem + kMaxSplitsLimit;
   for (int s = d; s < n_splits; s += head_dim) {
     sm[s] = pp[s * (head_dim + 2) + head_dim];
     sl[s] = pp[s * (head_dim + 2) + head_dim + 1];
@@ -945,12 +947,83 @@ __device__ __forceinline__ float merge_many(const float* pp, int n_splits, int h
   return O / L;
 }
 
+// The same for more than kMergeBatch pieces, the pieces dealt to the block's D / 32 warps: warp w
+// takes pieces w, w + W, ... kMergeBatch at a time, each lane D / 32 columns of o (float2 loads:
+// a piece's row of D + 2 floats is 8-byte aligned), every load of a batch issued before the first
+// use, with a running maximum and rescaled sums (flash-decoding's merge); then the warps' (M, L,
+// O) are combined through shared memory (smem: kMergeSmem floats, shared with merge_many). One L2
+// round trip per kMergeBatch W pieces (65 pieces at head_dim 128: 3) where merge_many takes one per
+// kMergeBatch (9). Sums in another order than merge_many's, so results may differ in the last
+// bits. Head_dim 64 and 128; every thread of the block calls it.
+constexpr int kMergeSmem = 2 * kMaxSplitsLimit + 16;
+template <int D>
+__device__ __forceinline__ float merge_wide(const float* pp, int n_splits, int d, float* smem) {
+  constexpr int W = D / 32, kC = D / 32;  // warps; columns a lane (kC / 2 float2 loads)
+  static_assert(kC % 2 == 0 && W * D + 2 * W <= kMergeSmem, "float2 loads; the warps' sums fit");
+  float* wo = smem;  // [W][D]
+  float* wm = smem + W * D;
+  float* wl = wm + W;
+  const int lane = d & 31, w = d >> 5;
+  float M = -INFINITY, L = 0.0f, O[kC];
+#pragma unroll
+  for (int c = 0; c < kC; ++c) O[c] = 0.0f;
+  for (int s0 = w; s0 < n_splits; s0 += W * kMergeBatch) {
+    float pm[kMergeBatch], pl[kMergeBatch];
+    float2 po[kMergeBatch][kC / 2];
+#pragma unroll
+    for (int j = 0; j < kMergeBatch; ++j) {
+      const int sp = s0 + j * W;
+      const bool ok = sp < n_splits;
+      const float* ps = pp + static_cast<int64_t>(ok ? sp : 0) * (D + 2);
+      pm[j] = ok ? ps[D] : -INFINITY;
+      pl[j] = ok ? ps[D + 1] : 0.0f;
+#pragma unroll
+      for (int c = 0; c < kC / 2; ++c)
+        po[j][c] = ok ? *reinterpret_cast<const float2*>(ps + kC * lane + 2 * c) : make_float2(0.0f, 0.0f);
+    }
+    float mx = M;
+#pragma unroll
+    for (int j = 0; j < kMergeBatch; ++j) mx = fmaxf(mx, pm[j]);  // finite: piece s0 is real
+    const float r = expf(M - mx);  // 0 on the first batch
+    L *= r;
+#pragma unroll
+    for (int c = 0; c < kC; ++c) O[c] *= r;
+#pragma unroll
+    for (int j = 0; j < kMergeBatch; ++j) {
+      const float f = expf(pm[j] - mx);  // 0 past n_splits
+      L += pl[j] * f;
+#pragma unroll
+      for (int c = 0; c < kC / 2; ++c) {
+        O[2 * c] += po[j][c].x * f;
+        O[2 * c + 1] += po[j][c].y * f;
+      }
+    }
+    M = mx;
+  }
+  if (lane == 0) wm[w] = M, wl[w] = L;
+#pragma unroll
+  for (int c = 0; c < kC; ++c) wo[w * D + kC * lane + c] = O[c];
+  __syncthreads();
+  float mx = -INFINITY;
+#pragma unroll
+  for (int v = 0; v < W; ++v) mx = fmaxf(mx, wm[v]);  // warp 0's is finite
+  float Lt = 0.0f, Ot = 0.0f;
+#pragma unroll
+  for (int v = 0; v < W; ++v) {
+    const float f = expf(wm[v] - mx);  // 0 for a warp without pieces (M = -inf, L = 0, O = 0)
+    Lt += wl[v] * f;
+    Ot += wo[v * D + d] * f;
+  }
+  return Ot / Lt;
+}
+
 __global__ void attention_merge_kernel(AttnArgs a, int head_dim) {
   // Lets the next kernel (the o product, launched programmatically on sm_90) start while this
   // one finishes; waits for the decode kernel's partials when launched programmatically.
   // With a.early_kv the batch metadata (uploaded before the step) is read before the wait.
   detail::pdl_trigger();
   if (!a.early_kv) detail::pdl_wait();
+  __shared__ float msm[kMergeSmem];  // merge_many's or merge_wide's
   const int t = blockIdx.x, head = blockIdx.y, d = threadIdx.x;
   const bool skip = a.only_single && a.seq_n_tokens[a.seq_ids[t]] != 1;  // uniform per block
   const int pos = a.positions[t];
@@ -966,7 +1039,10 @@ __global__ void attention_merge_kernel(AttnArgs a, int head_dim) {
     v = a.out[static_cast<int64_t>(t) * a.ldo + col];
   } else {
     const float* pp = a.part + (static_cast<int64_t>(t) * a.n_heads + head) * a.max_splits * (head_dim + 2);
-    v = n_splits <= kMergeBatch ? merge_pieces(pp, n_splits, head_dim, d) : merge_many(pp, n_splits, head_dim, d);
+    if (n_splits <= kMergeBatch) v = merge_pieces(pp, n_splits, head_dim, d);
+    else if (a.merge_wide && head_dim == 128) v = merge_wide<128>(pp, n_splits, d, msm);
+    else if (a.merge_wide && head_dim == 64) v = merge_wide<64>(pp, n_splits, d, msm);
+    else v = merge_many(pp, n_splits, head_dim, d, msm);
     if (a.q8 == nullptr) {
       store_out(a, t, col, v);
       return;
@@ -1677,6 +1753,267 @@ __global__ void __launch_bounds__(W * 32, kMinBlocks) attention_prompt_mma_kerne
 #endif
 }
 
+// ---- Decode, mma.sync with a cp.async ring (sm_80+, F16 caches, head_dim 64 / 128, group <= 16) ----
+// Long-context one-query decode (attention_decode_mma_kernel; use_decode_mma picks it). The
+// tile-by-tile kernel above loads a tile, then computes on it through shared memory (scores,
+// weights and the output rows all round-trip there, with four block barriers a tile), so its K/V
+// bytes moved at 0.8-1.2 TB/s at 4096-16384 keys inside a decode step (H200, perf.md session 38).
+// Measured (H200, perf.md session 39), decode + merge of one launch in duet_gpu_attention's
+// benchmark (eager, qwen2-7b geometry): one token at 16384 keys 25.8 us (tile-by-tile kernel,
+// merge_many) -> 21.7 (merge_wide) -> 13.3 (this kernel); at 32768 keys 52.3 -> 39.5 -> 31.4;
+// 32 tokens at 4096 keys 129.5 -> 129.1 -> 89.1. Inside qwen2-7b Q4_K_M decode steps (CUDA
+// graphs) the gain is smaller: tg128 @ d16384 372.1 / 372.6 -> 383.7 / 383.6 tok/s, level at
+// d4096; a kernel trace puts attention + merge at 556 us a token against 880, but the products
+// after it took ~270 us longer (not explained). Pieces of one 32-key tile (short contexts) are
+// slower on this kernel (one-sequence step 2.02 against 1.96 ms), hence kDecodeMmaMinKeys.
+template <int D, int kStages>
+struct DmShape {
+  static constexpr int kRow = D + 8;  // halves: +16 bytes so ldmatrix's 8 row reads hit distinct banks
+  static constexpr int kORow = D + 4;  // floats: the end-of-block merge's output rows
+  static constexpr size_t kQBytes = size_t{16} * kRow * 2;
+  static constexpr size_t kTileBytes = size_t{kDtKeys} * kRow * 2;  // one K or V tile
+  static constexpr size_t kStageBytes = 2 * kTileBytes;              // K, then V
+  static constexpr size_t kSmemBytes = kQBytes + kStages * kStageBytes;
+  static_assert(kQBytes % 128 == 0 && kTileBytes % 128 == 0, "region alignment");
+  static_assert(size_t{4} * 16 * kORow * 4 <= kStages * kStageBytes, "the merge's rows fit the ring");
+  static_assert(kDtKeys * (D / 8) % kDtThreads == 0, "whole 16-byte copies per thread");
+};
+
+// Grid (n_tokens, n_kv_heads, splits), 128 threads = 4 warps. Block = one token, the `group` query
+// heads of KV head blockIdx.y as the 16 rows of m16n8k16 tiles (rows >= group: zero q, never
+// written), keys [k0, k1) of split blockIdx.z (decode_piece) in 64-key tiles. The tiles stream
+// through a ring of kStages K/V buffers filled by cp.async (kStages - 1 tiles in flight while one
+// is computed; one block barrier a tile). Warp w takes keys 16 w .. 16 w + 15 of every tile with
+// its own softmax state and 16 x D output in registers (FlashAttention-2 style, the state of the
+// prompt mma kernel: S = Q K^T on mma.sync with K by ldmatrix, the online softmax across the 4
+// lanes of a row, the weights rounded to F16 straight into the A fragment of O += P V, V by
+// ldmatrix.trans); at the end the 4 warps' (m, l, O) are merged through shared memory (reusing
+// the ring) and the block writes its rows (one piece) or its partial (several; m converted to
+// natural-log units for the merge kernel). q is pre-multiplied by scale * log2(e) and rounded to
+// F16, scores come out in base 2 (ex2), numerics as the prompt mma kernel: F16 q and weights, F32
+// accumulation and statistics. Keys past k1 are zero-filled by cp.async (unwritten slots may hold
+// NaN) and masked. a.early_kv: the metadata, block-table offsets and the first kStages - 1 tiles
+// are requested before pdl_wait, except the key at pos (the producer writes it): no copy at all is
+// issued for that row then, and it is stored with plain loads and stores after the wait (so no
+// asynchronous copy and no plain store ever share an address). Block-table offsets: threads < 64
+// own one key slot of every tile; the offset of the tile kStages ahead is loaded into a register
+// an iteration before it is stored to koff, so the lookups add no round trip to the loop.
+template <int D, int kStages>
+__global__ void __launch_bounds__(kDtThreads, 2) attention_decode_mma_kernel(AttnArgs a) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  using S = DmShape<D, kStages>;
+  constexpr int kRow = S::kRow, kChunks = D / 8, kCopies = kDtKeys * kChunks / kDtThreads;
+  constexpr float kLog2e = 1.4426950408889634f;
+  detail::pdl_trigger();
+  bool waited = !a.early_kv;  // uniform
+  if (waited) detail::pdl_wait();
+  extern __shared__ __align__(128) unsigned char smem[];
+  __half* qs = reinterpret_cast<__half*>(smem);
+  unsigned char* ring = smem + S::kQBytes;
+  __shared__ int64_t koff[kStages][kDtKeys];
+  __shared__ float wm[4][16], wl[4][16];
+
+  const DecodePiece pc = decode_piece(a);
+  if (pc.skip) {
+    if (!waited) detail::pdl_wait();  // pdl_wait's rule: every block waits before it exits
+    return;
+  }
+  const int t = pc.t, pos = pc.pos, k0 = pc.k0, k1 = pc.k1;
+  const int32_t* table = a.block_tables + static_cast<int64_t>(pc.seq) * a.max_blocks;
+  const int kvh = blockIdx.y, h0 = kvh * a.group;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int n_tiles = (k1 - k0 + kDtKeys - 1) / kDtKeys;
+  const __half* kc = static_cast<const __half*>(a.k);
+  const __half* vc = static_cast<const __half*>(a.v);
+
+  // Issues tile j's copies into its ring buffer (j % kStages) and commits them as one group (an
+  // empty group past the last tile, so that group i is always tile i). Before the wait the row
+  // at pos gets no copy (fix_pos stores it).
+  auto issue = [&](int j, bool early) {
+    if (j < n_tiles) {
+      const int tile0 = k0 + j * kDtKeys;
+      __half* kd = reinterpret_cast<__half*>(ring + (j % kStages) * S::kStageBytes);
+      __half* vd = kd + kDtKeys * kRow;
+      const int64_t* off = koff[j % kStages];
+#pragma unroll
+      for (int u = 0; u < kCopies; ++u) {
+        const int i = tid + u * kDtThreads;
+        const int c = i / kChunks, c8 = i - c * kChunks;
+        const int64_t o = off[c];
+        if (early && tile0 + c == pos) continue;
+        const uint32_t dk = smem_u32(kd + c * kRow + 8 * c8), dv = smem_u32(vd + c * kRow + 8 * c8);
+        cp_async_16(dk, o >= 0 ? kc + o + 8 * c8 : kc, o >= 0);
+        cp_async_16(dv, o >= 0 ? vc + o + 8 * c8 : vc, o >= 0);
+      }
+    }
+    cp_async_commit();
+  };
+
+  // Prologue: offsets of tiles 0 .. kStages - 2 (and tile kStages - 1's in a register), their copies.
+  if (tid < kDtKeys) {
+#pragma unroll
+    for (int s = 0; s < kStages - 1; ++s) koff[s][tid] = tile_key_offset<D>(a, table, kvh, k1, k0 + s * kDtKeys, tid);
+  }
+  int64_t next_off = tile_key_offset<D>(a, table, kvh, k1, k0 + (kStages - 1) * kDtKeys, tid);
+  __syncthreads();
+  const bool early = !waited;
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) issue(s, early);
+  if (!waited) {
+    detail::pdl_wait();
+    // The key at pos, if one of the tiles issued early holds it: its K and V rows, chunk by chunk,
+    // by the threads whose copies skipped them.
+    const int jp = (pos - k0) / kDtKeys;
+    if (pos >= k0 && pos < k1 && jp < kStages - 1) {
+      __half* kd = reinterpret_cast<__half*>(ring + jp * S::kStageBytes);
+      __half* vd = kd + kDtKeys * kRow;
+      const int c = pos - k0 - jp * kDtKeys;
+      const int64_t o = koff[jp][c];
+      for (int c8 = tid; c8 < kChunks; c8 += kDtThreads) {
+        *reinterpret_cast<uint4*>(kd + c * kRow + 8 * c8) = *(reinterpret_cast<const uint4*>(kc + o) + c8);
+        *reinterpret_cast<uint4*>(vd + c * kRow + 8 * c8) = *(reinterpret_cast<const uint4*>(vc + o) + c8);
+      }
+    }
+  }
+  // q's rows (after the wait: the producer writes q) as F16, times scale * log2(e), zero past the group.
+  const float qscale = a.scale * kLog2e;
+  for (int i = tid; i < 16 * (D / 4); i += kDtThreads) {
+    const int r = i / (D / 4), c4 = i - r * (D / 4);
+    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (r < a.group)
+      v = *reinterpret_cast<const float4*>(a.q + static_cast<int64_t>(t) * a.ldq + static_cast<int64_t>(h0 + r) * D +
+                                           4 * c4);
+    __half2* dst = reinterpret_cast<__half2*>(&qs[r * kRow + 4 * c4]);
+    dst[0] = __floats2half2_rn(v.x * qscale, v.y * qscale);
+    dst[1] = __floats2half2_rn(v.z * qscale, v.w * qscale);
+  }
+  __syncthreads();
+  // Lane (g, t4) holds rows g and g + 8, keys / columns 2 t4, 2 t4 + 1 of each 8-wide n-tile.
+  const int g = lane >> 2, t4 = lane & 3;
+  uint32_t qf[D / 16][4];
+  {
+    const uint32_t q_base = smem_u32(qs + (lane & 15) * kRow + (lane >> 4) * 8);
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) ldsm_x4(q_base + kk * 32, qf[kk]);
+  }
+  // ldmatrix lane offsets (bytes) inside a buffer, for the warp's 16 keys (see the prompt mma kernel).
+  const uint32_t k_lane = ((16 * warp + (lane >> 4) * 8 + (lane & 7)) * kRow + ((lane >> 3) & 1) * 8) * 2;
+  const uint32_t v_lane = ((16 * warp + ((lane >> 3) & 1) * 8 + (lane & 7)) * kRow + (lane >> 4) * 8) * 2;
+  const uint32_t ring_u32 = smem_u32(ring);
+
+  float o[D / 8][4];
+#pragma unroll
+  for (int j = 0; j < D / 8; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+  float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.0f, l_b = 0.0f;  // l: this lane's partial sums
+
+  for (int it = 0; it < n_tiles; ++it) {
+    // Tile it + kStages - 1's offsets (its slot was last read when tile it - 1 was issued, before
+    // the previous iteration's barrier), then the next tile's into the register.
+    if (tid < kDtKeys) koff[(it + kStages - 1) % kStages][tid] = next_off;
+    next_off = tile_key_offset<D>(a, table, kvh, k1, k0 + (it + kStages) * kDtKeys, tid);
+    detail::cp_async_wait<kStages - 2>();
+    __syncthreads();  // tile it is in for every thread; every warp is done with tile it - 1
+    issue(it + kStages - 1, false);
+    const int tile0 = k0 + it * kDtKeys;
+    if (tile0 + 16 * warp >= k1) continue;  // warp-uniform: none of the warp's keys in the piece
+    const uint32_t kb = ring_u32 + (it % kStages) * static_cast<uint32_t>(S::kStageBytes);
+    const uint32_t vb = kb + static_cast<uint32_t>(S::kTileBytes);
+    float s[2][4];
+#pragma unroll
+    for (int j = 0; j < 2; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      uint32_t b[4];
+      ldsm_x4(kb + k_lane + kk * 32, b);
+      mma_16816(s[0], qf[kk], b[0], b[1]);
+      mma_16816(s[1], qf[kk], b[2], b[3]);
+    }
+    if (tile0 + 16 * warp + 16 > k1) {  // the piece ends inside the warp's keys
+#pragma unroll
+      for (int j = 0; j < 2; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e)
+          if (tile0 + 16 * warp + 8 * j + 2 * t4 + e >= k1) s[j][e] = s[j][2 + e] = -INFINITY;
+    }
+    float mx_a = fmaxf(fmaxf(s[0][0], s[0][1]), fmaxf(s[1][0], s[1][1]));
+    float mx_b = fmaxf(fmaxf(s[0][2], s[0][3]), fmaxf(s[1][2], s[1][3]));
+#pragma unroll
+    for (int x = 1; x <= 2; x <<= 1) {  // the 4 lanes of a row
+      mx_a = fmaxf(mx_a, __shfl_xor_sync(detail::kFullMask, mx_a, x));
+      mx_b = fmaxf(mx_b, __shfl_xor_sync(detail::kFullMask, mx_b, x));
+    }
+    // Finite: the warp's first key is in the piece.
+    const float mn_a = fmaxf(m_a, mx_a), mn_b = fmaxf(m_b, mx_b);
+    const float alpha_a = exp2_approx(m_a - mn_a), alpha_b = exp2_approx(m_b - mn_b);  // 0 while m = -inf
+    m_a = mn_a, m_b = mn_b;
+    uint32_t pf[4];  // A fragment: {row g, k 0-7}, {row g+8, k 0-7}, {row g, k 8-15}, {row g+8, k 8-15}
+    float sum_a = 0.0f, sum_b = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const __half2 pa = __floats2half2_rn(exp2_approx(s[j][0] - mn_a), exp2_approx(s[j][1] - mn_a));
+      const __half2 pb = __floats2half2_rn(exp2_approx(s[j][2] - mn_b), exp2_approx(s[j][3] - mn_b));
+      const float2 fa = __half22float2(pa), fb = __half22float2(pb);  // summed as rounded, as applied
+      sum_a += fa.x + fa.y;
+      sum_b += fb.x + fb.y;
+      pf[2 * j] = half2_bits(pa);
+      pf[2 * j + 1] = half2_bits(pb);
+    }
+    l_a = l_a * alpha_a + sum_a;
+    l_b = l_b * alpha_b + sum_b;
+#pragma unroll
+    for (int dp = 0; dp < D / 16; ++dp) {
+      uint32_t b[4];
+      ldsm_x4_trans(vb + v_lane + dp * 32, b);
+      o[2 * dp][0] *= alpha_a, o[2 * dp][1] *= alpha_a, o[2 * dp][2] *= alpha_b, o[2 * dp][3] *= alpha_b;
+      o[2 * dp + 1][0] *= alpha_a, o[2 * dp + 1][1] *= alpha_a;
+      o[2 * dp + 1][2] *= alpha_b, o[2 * dp + 1][3] *= alpha_b;
+      mma_16816(o[2 * dp], pf, b[0], b[1]);
+      mma_16816(o[2 * dp + 1], pf, b[2], b[3]);
+    }
+  }
+  detail::cp_async_wait<0>();
+  __syncthreads();  // every warp is done with the ring (and no copy is in flight): it holds the merge
+#pragma unroll
+  for (int x = 1; x <= 2; x <<= 1) {
+    l_a += __shfl_xor_sync(detail::kFullMask, l_a, x);
+    l_b += __shfl_xor_sync(detail::kFullMask, l_b, x);
+  }
+  float* ob = reinterpret_cast<float*>(ring) + warp * 16 * S::kORow;
+  if (t4 == 0) {
+    wm[warp][g] = m_a, wm[warp][g + 8] = m_b;
+    wl[warp][g] = l_a, wl[warp][g + 8] = l_b;
+  }
+#pragma unroll
+  for (int j = 0; j < D / 8; ++j) {
+    *reinterpret_cast<float2*>(ob + g * S::kORow + 8 * j + 2 * t4) = make_float2(o[j][0], o[j][1]);
+    *reinterpret_cast<float2*>(ob + (g + 8) * S::kORow + 8 * j + 2 * t4) = make_float2(o[j][2], o[j][3]);
+  }
+  __syncthreads();
+  const float* o0 = reinterpret_cast<const float*>(ring);
+  for (int i = tid; i < a.group * D; i += kDtThreads) {
+    const int r = i / D, d = i - r * D;
+    const float M = fmaxf(fmaxf(wm[0][r], wm[1][r]), fmaxf(wm[2][r], wm[3][r]));  // warp 0's is finite
+    float L = 0.0f, O = 0.0f;
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+      const float f = exp2_approx(wm[w][r] - M);  // 0 for a warp without keys (m = -inf, l = 0, o = 0)
+      L += wl[w][r] * f;
+      O += o0[(w * 16 + r) * S::kORow + d] * f;
+    }
+    const int head = h0 + r;
+    if (pc.n_splits == 1) {
+      store_out(a, t, static_cast<int64_t>(head) * D + d, O / L);
+    } else {
+      constexpr float kLn2 = 0.6931471805599453f;
+      store_partial<D>(a, t, head, blockIdx.z, d, O, M * kLn2, L);
+    }
+  }
+#else
+  (void)a;
+  __trap();  // launched only where use_mma_prompt() found code for sm_80+
+#endif
+}
+
 template <int D>
 void launch_prompt_tc(const AttnArgs& a, int n_seqs, int max_seq_tokens, cudaStream_t stream) {
   using S = TcShape<D>;
@@ -1818,9 +2155,34 @@ void launch_decode_tc(const AttnArgs& a, int n_tokens, int splits, bool pdl, cud
   detail::launch_maybe_pdl(kernel, grid, dim3(kDtThreads * G), smem, stream, pdl, a);
 }
 
+// The mma.sync decode kernel with its ring of kStages K/V tiles (DUET_ATTN_DECODE_MMA_STAGES=2
+// or 3, default 3: read once per process; A/B knob): grid (n_tokens, n_kv_heads, splits). Two
+// stages (three blocks an SM instead of two) measured +1.3% at 16384 keys and level at 4096
+// (qwen2-7b Q4_K_M tg128 @ d16384 388.8 / 389.1 against 383.6 / 383.7 tok/s, H200, perf.md
+// session 39); it stays the knob until a whole attention test run of it is on record.
+int decode_mma_stages() {
+  static const int v = [] {
+    const int e = env_int("DUET_ATTN_DECODE_MMA_STAGES", 2, 3);
+    return e > 0 ? e : 3;
+  }();
+  return v;
+}
+template <int D>
+void launch_decode_mma(const AttnArgs& a, int n_tokens, int splits, bool pdl, cudaStream_t stream) {
+  const dim3 grid(n_tokens, a.n_kv_heads, splits);
+  void (*kernel)(AttnArgs) = attention_decode_mma_kernel<D, 3>;
+  size_t smem = DmShape<D, 3>::kSmemBytes;
+  if (decode_mma_stages() == 2) {
+    kernel = attention_decode_mma_kernel<D, 2>;
+    smem = DmShape<D, 2>::kSmemBytes;
+  }
+  detail::opt_in_ctas_per_sm(reinterpret_cast<const void*>(kernel), kDtThreads, smem);  // once per device
+  detail::launch_maybe_pdl(kernel, grid, dim3(kDtThreads), smem, stream, pdl, a);
+}
+
 template <int D, typename T>
 void launch_by_dim(const AttnArgs& a, int n_tokens, int n_seqs, int max_seq_tokens, int splits, int groups, bool mma,
-                   bool merge_pdl, bool decode_pdl, cudaStream_t stream) {
+                   bool decode_mma, bool merge_pdl, bool decode_pdl, cudaStream_t stream) {
   if (max_seq_tokens > 1) {
     // F16 caches: the mma.sync kernel where `mma` (sm_80+, see use_mma_prompt), else at head_dim
     // <= 128 the WMMA kernel (sm_70; its shared memory fits a V100); F32 caches (exact checks)
@@ -1833,10 +2195,12 @@ void launch_by_dim(const AttnArgs& a, int n_tokens, int n_seqs, int max_seq_toke
     else launch_prompt<256, 2, 2, T>(a, n_seqs, max_seq_tokens, stream);
   }
   // Decode: tensor cores for F16 caches at head_dim <= 128 with groups of <= 16 query heads
-  // (`groups` groups of 4 warps a block), else the FP32 SIMT kernel.
+  // (the mma.sync ring kernel where `decode_mma`, see use_decode_mma; else `groups` groups of 4
+  // warps a block), else the FP32 SIMT kernel.
   if (sizeof(T) == 2 && D <= 128 && a.group <= 16) {
     if constexpr (sizeof(T) == 2 && D <= 128) {
-      if (groups == 4) launch_decode_tc<D, 4>(a, n_tokens, splits, decode_pdl, stream);
+      if (decode_mma) launch_decode_mma<D>(a, n_tokens, splits, decode_pdl, stream);
+      else if (groups == 4) launch_decode_tc<D, 4>(a, n_tokens, splits, decode_pdl, stream);
       else if (groups == 2) launch_decode_tc<D, 2>(a, n_tokens, splits, decode_pdl, stream);
       else launch_decode_tc<D, 1>(a, n_tokens, splits, decode_pdl, stream);
     }
@@ -1928,6 +2292,43 @@ bool use_early_kv(int n_tokens, bool grouped) {
     return env_flag("DUET_ATTN_EARLY_KV", true) ? 1 : 0;
   }();
   return mode == 2 || (mode == 1 && (n_tokens <= kernels::kDecodeMaxTokens || grouped));
+}
+
+// Whether the merge takes more than kMergeBatch pieces through merge_wide (the pieces spread over
+// the block's warps) rather than merge_many: unless DUET_ATTN_MERGE_WIDE=0 (read once per process;
+// A/B knob). H200 (perf.md session 39): one token at 16384 / 32768 keys, decode + merge 25.8 /
+// 52.3 us -> 21.7 / 39.5 (tile-by-tile decode kernel); qwen2-7b Q4_K_M tg128 @ d16384 with the
+// mma decode kernel 363.8 -> 382.6 tok/s (one round each).
+bool use_merge_wide() {
+  static const bool v = env_flag("DUET_ATTN_MERGE_WIDE", true);
+  return v;
+}
+
+// Whether a decode launch takes the mma.sync ring kernel (attention_decode_mma_kernel) rather
+// than the tile-by-tile one: on the tensor-core decode path with one group of 4 warps a block
+// (not the grouped kernel of short-context batches), where the mma kernels run (sm_80+ code, not
+// DUET_KERNELS=generic: `mma_ok`), for pieces of at least DUET_ATTN_DECODE_MMA_MIN keys
+// (default kDecodeMmaMinKeys; piece_keys: the longest piece at the grid's context bound).
+// DUET_ATTN_DECODE_MMA=0 never, =1 for every piece length (read once per process; A/B knobs).
+// H200 (perf.md session 39): with =1 the one-sequence qwen2-7b Q4_K_M step at short contexts
+// (32-key pieces) took 2.02-2.03 ms against 1.96-1.97, and 32 sequences on it (DUET_ATTN_GROUPS=1)
+// 3.35-3.36 ms (3.24 without short splits) against the grouped kernel's 3.21-3.23; pieces of two
+// tiles (tg128 @ d4096) were level, of four (d16384) 3% faster. piece_keys comes from the grid's
+// bound (a decode graph's context bucket, up to twice the real context), so the real pieces can
+// be half as long: 256 keys at the bound keep them at two tiles or more.
+constexpr int kDecodeMmaMinKeys = 256;
+bool use_decode_mma(bool mma_ok, int piece_keys) {
+  static const int mode = [] {  // -1 auto, 0 off, 1 on
+    const char* e = std::getenv("DUET_ATTN_DECODE_MMA");
+    if (e == nullptr || *e == '\0') return -1;
+    return env_flag("DUET_ATTN_DECODE_MMA", false) ? 1 : 0;
+  }();
+  static const int min_keys = [] {
+    const int e = env_int("DUET_ATTN_DECODE_MMA_MIN", 32, 1 << 20);
+    return e > 0 ? e : kDecodeMmaMinKeys;
+  }();
+  if (!mma_ok || mode == 0) return false;
+  return mode == 1 || piece_keys >= min_keys;
 }
 
 }  // namespace
@@ -2032,15 +2433,23 @@ void launch_attention(const PagedKvCache& kv, const AttentionBatch& batch, const
   const bool decode_pdl = mst <= 1 && use_decode_pdl();
   a.early_kv = decode_pdl && use_early_kv(batch.n_tokens, groups > 1);
   a.decode_q8 = groups > 1;
+  a.merge_wide = use_merge_wide();
+  // The longest piece a token of the grid's context bound gets (token_split_len on the device).
+  int piece_keys = split_len;
+  if (plan.short_splits > 0)
+    piece_keys = std::min<int>(split_len, std::max<int>(kShortMinKeys, static_cast<int>(detail::ceil_div(
+                                                                         detail::ceil_div(eff_keys, plan.short_splits), 32) *
+                                                                     32)));
+  const bool decode_mma = tc_decode && groups == 1 && use_decode_mma(mma_prompt, piece_keys);
   if (D == 64) {
-    if (f16) launch_by_dim<64, __half>(a, nt, ns, mst, splits, groups, mma, merge_pdl, decode_pdl, stream);
-    else launch_by_dim<64, float>(a, nt, ns, mst, splits, groups, mma, merge_pdl, decode_pdl, stream);
+    if (f16) launch_by_dim<64, __half>(a, nt, ns, mst, splits, groups, mma, decode_mma, merge_pdl, decode_pdl, stream);
+    else launch_by_dim<64, float>(a, nt, ns, mst, splits, groups, mma, decode_mma, merge_pdl, decode_pdl, stream);
   } else if (D == 128) {
-    if (f16) launch_by_dim<128, __half>(a, nt, ns, mst, splits, groups, mma, merge_pdl, decode_pdl, stream);
-    else launch_by_dim<128, float>(a, nt, ns, mst, splits, groups, mma, merge_pdl, decode_pdl, stream);
+    if (f16) launch_by_dim<128, __half>(a, nt, ns, mst, splits, groups, mma, decode_mma, merge_pdl, decode_pdl, stream);
+    else launch_by_dim<128, float>(a, nt, ns, mst, splits, groups, mma, decode_mma, merge_pdl, decode_pdl, stream);
   } else {
-    if (f16) launch_by_dim<256, __half>(a, nt, ns, mst, splits, groups, mma, merge_pdl, decode_pdl, stream);
-    else launch_by_dim<256, float>(a, nt, ns, mst, splits, groups, mma, merge_pdl, decode_pdl, stream);
+    if (f16) launch_by_dim<256, __half>(a, nt, ns, mst, splits, groups, mma, decode_mma, merge_pdl, decode_pdl, stream);
+    else launch_by_dim<256, float>(a, nt, ns, mst, splits, groups, mma, decode_mma, merge_pdl, decode_pdl, stream);
   }
   // Without a merge launch the int8 rows come from the quantizer (programmatic where the merge
   // would have been).

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The attention kernels on a GPU machine, with binaries built elsewhere (scripts/gpu-bundle.sh,
+# packed as BUNDLE.tar.xz): duet_gpu_attention's tests (all but the benchmark) under each setting
+# of TEST_SETS, then its benchmark printout (decode K/V bandwidth, prompt TFLOP/s) under each
+# setting of BENCH_SETS. Settings are separated by "|", each one or more VAR=value words or "-"
+# for none (e.g. TEST_SETS="- | DUET_ATTN_DECODE_MMA=1"). Each run's log goes to OUT; the
+# qwen2-7b Q4_K_M file is made in WORK (default /tmp/duet-gpu) meanwhile, for a
+# scripts/gpu-decode-ab.sh run after this one in the same call. Exits 1 if a test run failed.
+# Usage: TEST_SETS=... BENCH_SETS=... scripts/gpu-attention-ab.sh BUNDLE.tar.xz OUT [WORK]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+source scripts/gpu-lib.sh
+start_run "$1" "$2" "${3:-}"
+(synth_q7 q7-q4km.gguf:Q4_K_M) >"$out/synth.log" 2>&1 &
+synth_pid=$!
+status=0
+IFS='|' read -r -a tsets <<<"${TEST_SETS:--}"
+i=0
+for set in "${tsets[@]}"; do
+  i=$((i + 1))
+  split_setting "$set"
+  echo "== duet_gpu_attention tests [$(echo $set)] -> attn-test-$i.log"
+  env "${env_words[@]}" "$bin/duet_gpu_attention" --gtest_filter='-*Benchmark*' >"$out/attn-test-$i.log" 2>&1
+  rc=$?
+  grep -E "PASSED|FAILED| FAIL$|decode long" "$out/attn-test-$i.log" | head -30
+  [ $rc = 0 ] || status=1
+done
+IFS='|' read -r -a bsets <<<"${BENCH_SETS:--}"
+i=0
+for set in "${bsets[@]}"; do
+  i=$((i + 1))
+  split_setting "$set"
+  echo "== duet_gpu_attention benchmark [$(echo $set)] -> attn-bench-$i.log"
+  env "${env_words[@]}" "$bin/duet_gpu_attention" --gtest_filter='*Benchmark*' >"$out/attn-bench-$i.log" 2>&1
+  grep -E "bench decode" "$out/attn-bench-$i.log"
+done
+wait $synth_pid
+exit $status
