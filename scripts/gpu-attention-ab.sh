@@ -3,7 +3,8 @@
 # packed as BUNDLE.tar.xz): duet_gpu_attention's tests (all but the benchmark) under each setting
 # of TEST_SETS, then its benchmark printout (decode K/V bandwidth, prompt TFLOP/s) under each
 # setting of BENCH_SETS. Settings are separated by "|", each one or more VAR=value words or "-"
-# for none (e.g. TEST_SETS="- | DUET_ATTN_DECODE_MMA=1"). Each run's log goes to OUT; the
+# for none (e.g. TEST_SETS="- | DUET_ATTN_DECODE_MMA=1"). The runs' logs go to OUT/attn-tests.log
+# and OUT/attn-bench.log, one after another (few files: a device call returns a limited number); the
 # qwen2-7b Q4_K_M file is made in WORK (default /tmp/duet-gpu) meanwhile, for a
 # scripts/gpu-decode-ab.sh run after this one in the same call. Exits 1 if a test run failed.
 # Usage: TEST_SETS=... BENCH_SETS=... scripts/gpu-attention-ab.sh BUNDLE.tar.xz OUT [WORK]
@@ -15,24 +16,23 @@ start_run "$1" "$2" "${3:-}"
 synth_pid=$!
 status=0
 IFS='|' read -r -a tsets <<<"${TEST_SETS:--}"
-i=0
 for set in "${tsets[@]}"; do
-  i=$((i + 1))
   split_setting "$set"
-  echo "== duet_gpu_attention tests [$(echo $set)] -> attn-test-$i.log"
-  env "${env_words[@]}" "$bin/duet_gpu_attention" --gtest_filter='-*Benchmark*' >"$out/attn-test-$i.log" 2>&1
+  echo "== duet_gpu_attention tests [$(echo $set)]" | tee -a "$out/attn-tests.log"
+  env "${env_words[@]}" "$bin/duet_gpu_attention" --gtest_filter='-*Benchmark*' >"$work/attn-test.log" 2>&1
   rc=$?
-  grep -E "PASSED|FAILED| FAIL$|decode long" "$out/attn-test-$i.log" | head -30
+  cat "$work/attn-test.log" >>"$out/attn-tests.log"
+  grep -E "PASSED|FAILED| FAIL$|decode long" "$work/attn-test.log" | head -30
+  echo "   exit status $rc"
   [ $rc = 0 ] || status=1
 done
 IFS='|' read -r -a bsets <<<"${BENCH_SETS:--}"
-i=0
 for set in "${bsets[@]}"; do
-  i=$((i + 1))
   split_setting "$set"
-  echo "== duet_gpu_attention benchmark [$(echo $set)] -> attn-bench-$i.log"
-  env "${env_words[@]}" "$bin/duet_gpu_attention" --gtest_filter='*Benchmark*' >"$out/attn-bench-$i.log" 2>&1
-  grep -E "bench decode" "$out/attn-bench-$i.log"
+  echo "== duet_gpu_attention benchmark [$(echo $set)]" | tee -a "$out/attn-bench.log"
+  env "${env_words[@]}" "$bin/duet_gpu_attention" --gtest_filter='*Benchmark*' >"$work/attn-bench.log" 2>&1
+  cat "$work/attn-bench.log" >>"$out/attn-bench.log"
+  grep -E "bench decode" "$work/attn-bench.log"
 done
 wait $synth_pid
 exit $status
