@@ -2176,6 +2176,15 @@ void launch_decode_mma(const AttnArgs& a, int n_tokens, int splits, bool pdl, cu
     kernel = attention_decode_mma_kernel<D, 2>;
     smem = DmShape<D, 2>::kSmemBytes;
   }
+  // DUET_ATTN_DECODE_MMA_CARVE=k (1-3; read once per process; A/B knob, not measured yet): the
+  // smallest shared-memory carve-out holding k blocks (prefer_l1_carveout) instead of the
+  // driver's choice (for the tile-by-tile kernel ncu showed the whole 228 KB of an H200 SM,
+  // session 37). Why it may pay: inside a decode step at
+  // 16384 keys this kernel took attention + merge from 880 to 556 us a token, yet the products
+  // after it took ~270 us longer (the Q6_K ones 40%; perf.md session 39), and session 37 found
+  // the step faster when the tile-by-tile kernel's short-context grids asked for less.
+  static const int carve = env_int("DUET_ATTN_DECODE_MMA_CARVE", 1, 3);
+  if (carve > 0) detail::prefer_l1_carveout(reinterpret_cast<const void*>(kernel), carve, smem);  // once per device
   detail::opt_in_ctas_per_sm(reinterpret_cast<const void*>(kernel), kDtThreads, smem);  // once per device
   detail::launch_maybe_pdl(kernel, grid, dim3(kDtThreads), smem, stream, pdl, a);
 }
