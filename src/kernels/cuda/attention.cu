@@ -196,13 +196,19 @@ __device__ __forceinline__ void store_partial(const AttnArgs& a, int t, int head
   }
 }
 
-__device__ __forceinline__ int token_split_len(const AttnArgs& a, int n_keys) {
-  int len = a.split_len;
-  if (a.short_splits > 0) {
-    const int piece = ((n_keys + a.short_splits - 1) / a.short_splits + 31) & ~31;
-    len = min(len, max(kShortMinKeys, piece));
+// The keys per piece of n_keys cut by split_len and short_splits (see token_split_len); also the
+// launcher's longest piece at the grid's bound (use_decode_mma).
+__host__ __device__ __forceinline__ int piece_len(int split_len, int short_splits, int n_keys) {
+  int len = split_len;
+  if (short_splits > 0) {
+    const int piece = ((n_keys + short_splits - 1) / short_splits + 31) & ~31;
+    const int at_least = piece > kShortMinKeys ? piece : kShortMinKeys;
+    len = at_least < len ? at_least : len;
   }
   return len;
+}
+__device__ __forceinline__ int token_split_len(const AttnArgs& a, int n_keys) {
+  return piece_len(a.split_len, a.short_splits, n_keys);
 }
 
 __device__ __forceinline__ int window_begin(int pos, int window) { return window > 0 ? max(0, pos - window + 1) : 0; }
@@ -488,10 +494,11 @@ __device__ __forceinline__ int64_t tile_key_offset(const AttnArgs& a, const int3
   return key_offset<D>(a, table, kvh, p);
 }
 
-// q's rows of query heads h0 .. h0 + group - 1 of token t into shared memory as F16, times the
-// score scale (16 rows, zero past the group), by threads tid of n.
+// q's rows of query heads h0 .. h0 + group - 1 of token t into shared memory as F16 (rows of D + 8
+// halves), times qscale (the score scale, or scale * log2(e) for base-2 scores; 16 rows, zero
+// past the group), by threads tid of n.
 template <int D>
-__device__ __forceinline__ void stage_q(const AttnArgs& a, int t, int h0, __half* qs, int tid, int n) {
+__device__ __forceinline__ void stage_q(const AttnArgs& a, int t, int h0, __half* qs, int tid, int n, float qscale) {
   using S = DtShape<D>;
   for (int i = tid; i < 16 * (D / 4); i += n) {
     const int r = i / (D / 4), c4 = i - r * (D / 4);
@@ -500,8 +507,8 @@ __device__ __forceinline__ void stage_q(const AttnArgs& a, int t, int h0, __half
       v = *reinterpret_cast<const float4*>(a.q + static_cast<int64_t>(t) * a.ldq + static_cast<int64_t>(h0 + r) * D +
                                            4 * c4);
     __half2* dst = reinterpret_cast<__half2*>(&qs[r * S::kRow + 4 * c4]);
-    dst[0] = __floats2half2_rn(v.x * a.scale, v.y * a.scale);
-    dst[1] = __floats2half2_rn(v.z * a.scale, v.w * a.scale);
+    dst[0] = __floats2half2_rn(v.x * qscale, v.y * qscale);
+    dst[1] = __floats2half2_rn(v.z * qscale, v.w * qscale);
   }
 }
 
@@ -692,7 +699,7 @@ __global__ void __launch_bounds__(kDtThreads, 4) attention_decode_tc_kernel(Attn
   int64_t next_off = tile_key_offset<D>(a, table, kvh, k1, k0, tid);
 
   // q's rows into shared memory as F16 (zero past the group); after the wait.
-  auto load_q = [&]() { stage_q<D>(a, t, h0, qs, tid, kDtThreads); };
+  auto load_q = [&]() { stage_q<D>(a, t, h0, qs, tid, kDtThreads, a.scale); };
   if (waited) load_q();
   for (int i = tid; i < 16 * S::kORow; i += kDtThreads) os[i] = 0.0f;
   const __half* kc = static_cast<const __half*>(a.k);
@@ -779,7 +786,7 @@ __global__ void __launch_bounds__(kDtThreads * G, 4 / G) attention_decode_groupe
   int64_t next_off = tile_key_offset<D>(a, table, kvh, k1, k0 + gi * kDtKeys, lt);
 
   // q's rows into shared memory as F16 (zero past the group), by every thread; after the wait.
-  auto load_q = [&]() { stage_q<D>(a, t, h0, qs, tid, kDtThreads * G); };
+  auto load_q = [&]() { stage_q<D>(a, t, h0, qs, tid, kDtThreads * G, a.scale); };
   if (waited) load_q();
   for (int i = lt; i < 16 * S::kORow; i += kDtThreads) os[i] = 0.0f;
   const __half* kc = static_cast<const __half*>(a.k);
@@ -1802,6 +1809,7 @@ template <int D, int kStages>
 __global__ void __launch_bounds__(kDtThreads, 2) attention_decode_mma_kernel(AttnArgs a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   using S = DmShape<D, kStages>;
+  static_assert(S::kRow == DtShape<D>::kRow, "stage_q's q rows");
   constexpr int kRow = S::kRow, kChunks = D / 8, kCopies = kDtKeys * kChunks / kDtThreads;
   constexpr float kLog2e = 1.4426950408889634f;
   detail::pdl_trigger();
@@ -1875,18 +1883,8 @@ __global__ void __launch_bounds__(kDtThreads, 2) attention_decode_mma_kernel(Att
       }
     }
   }
-  // q's rows (after the wait: the producer writes q) as F16, times scale * log2(e), zero past the group.
-  const float qscale = a.scale * kLog2e;
-  for (int i = tid; i < 16 * (D / 4); i += kDtThreads) {
-    const int r = i / (D / 4), c4 = i - r * (D / 4);
-    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (r < a.group)
-      v = *reinterpret_cast<const float4*>(a.q + static_cast<int64_t>(t) * a.ldq + static_cast<int64_t>(h0 + r) * D +
-                                           4 * c4);
-    __half2* dst = reinterpret_cast<__half2*>(&qs[r * kRow + 4 * c4]);
-    dst[0] = __floats2half2_rn(v.x * qscale, v.y * qscale);
-    dst[1] = __floats2half2_rn(v.z * qscale, v.w * qscale);
-  }
+  // q's rows (after the wait: the producer writes q), times scale * log2(e).
+  stage_q<D>(a, t, h0, qs, tid, kDtThreads, a.scale * kLog2e);
   __syncthreads();
   // Lane (g, t4) holds rows g and g + 8, keys / columns 2 t4, 2 t4 + 1 of each 8-wide n-tile.
   const int g = lane >> 2, t4 = lane & 3;
@@ -2444,11 +2442,7 @@ void launch_attention(const PagedKvCache& kv, const AttentionBatch& batch, const
   a.decode_q8 = groups > 1;
   a.merge_wide = use_merge_wide();
   // The longest piece a token of the grid's context bound gets (token_split_len on the device).
-  int piece_keys = split_len;
-  if (plan.short_splits > 0)
-    piece_keys = std::min<int>(split_len, std::max<int>(kShortMinKeys, static_cast<int>(detail::ceil_div(
-                                                                         detail::ceil_div(eff_keys, plan.short_splits), 32) *
-                                                                     32)));
+  const int piece_keys = piece_len(split_len, plan.short_splits, eff_keys);
   const bool decode_mma = tc_decode && groups == 1 && use_decode_mma(mma_prompt, piece_keys);
   if (D == 64) {
     if (f16) launch_by_dim<64, __half>(a, nt, ns, mst, splits, groups, mma, decode_mma, merge_pdl, decode_pdl, stream);
