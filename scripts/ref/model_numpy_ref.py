@@ -181,8 +181,14 @@ def rope_theta(cfg, sliding):
     return cfg["rope_theta"]
 
 
-def forward(cfg, W, tokens):
-    """Logits [n_tokens, vocab] in float64 for one sequence starting at position 0."""
+def forward(cfg, W, tokens, stats=None):
+    """Logits [n_tokens, vocab] in float64 for one sequence starting at position 0. With a dict
+    `stats`, also the largest |value| at each point where a backend may round activations to a
+    narrower type (matrix inputs, K/V cache rows, products' outputs, the residual stream):
+    stats[point] = max over layers (scripts/ref/activation_range.py)."""
+    def seen(point, v):
+        if stats is not None:
+            stats[point] = max(stats.get(point, 0.0), float(np.abs(v).max()))
     W = {k: v.astype(np.float64) for k, v in W.items()}
     mt = cfg["model_type"]
     gemma = mt == "gemma3_text"
@@ -195,10 +201,12 @@ def forward(cfg, W, tokens):
     x = W["model.embed_tokens.weight"][np.array(tokens)]
     if gemma:
         x = x * math.sqrt(d)
+    seen("embedding", x)
     scale = cfg["query_pre_attn_scalar"] ** -0.5 if gemma else hd ** -0.5
     for i in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{i}."
         h = rms_norm(x, W[p + "input_layernorm.weight"], eps, gemma)
+        seen("attn_norm (q/k/v input)", h)
         q = h @ W[p + "self_attn.q_proj.weight"].T
         k = h @ W[p + "self_attn.k_proj.weight"].T
         v = h @ W[p + "self_attn.v_proj.weight"].T
@@ -216,6 +224,9 @@ def forward(cfg, W, tokens):
         theta = rope_theta(cfg, sliding)
         q = rope_neox(q, pos, theta)
         k = rope_neox(k, pos, theta)
+        seen("q", q)
+        seen("k (cache)", k)
+        seen("v (cache)", v)
         group = nh // nkv
         mask = pos[None, :] <= pos[:, None]
         if sliding:
@@ -229,7 +240,9 @@ def forward(cfg, W, tokens):
             pr = np.exp(s)
             pr /= pr.sum(axis=-1, keepdims=True)
             att[:, hq, :] = pr @ v[:, hk, :]
+        seen("attention (o input)", att)
         o = att.reshape(n, nh * hd) @ W[p + "self_attn.o_proj.weight"].T
+        seen("o output", o)
         if gemma:
             o = rms_norm(o, W[p + "post_attention_layernorm.weight"], eps, gemma)
             x = x + o
@@ -237,14 +250,21 @@ def forward(cfg, W, tokens):
         else:
             x = x + o
             h = rms_norm(x, W[p + "post_attention_layernorm.weight"], eps, gemma)
+        seen("ffn_norm (gate/up input)", h)
         g = h @ W[p + "mlp.gate_proj.weight"].T
         u = h @ W[p + "mlp.up_proj.weight"].T
+        seen("gate output", g)
+        seen("up output", u)
         a = (gelu_tanh(g) if gemma else silu(g)) * u
+        seen("gated activation (down input)", a)
         f = a @ W[p + "mlp.down_proj.weight"].T
+        seen("down output", f)
         if gemma:
             f = rms_norm(f, W[p + "post_feedforward_layernorm.weight"], eps, gemma)
         x = x + f
+        seen("residual", x)
     x = rms_norm(x, W["model.norm.weight"], eps, gemma)
+    seen("final norm (output input)", x)
     head = W["model.embed_tokens.weight"] if cfg["tie_word_embeddings"] else W["lm_head.weight"]
     return x @ head.T
 
