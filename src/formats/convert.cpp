@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 
@@ -266,6 +267,7 @@ Status stream_tensor(const SourceTensor& t, DType out, int n_threads,
   const int batch = std::max(1, n_threads * 2);
   std::vector<std::vector<float>> fbuf(batch);
   std::vector<std::vector<uint8_t>> qbuf(batch);
+  std::vector<uint64_t> over(batch);  // F16 output: finite values past its range, per chunk
   for (uint64_t c0 = 0; c0 < n_chunks; c0 += batch) {
     const int nb = static_cast<int>(std::min<uint64_t>(batch, n_chunks - c0));
     parallel_for(nb, n_threads, [&](int k) {
@@ -274,9 +276,18 @@ Status stream_tensor(const SourceTensor& t, DType out, int n_threads,
       fbuf[k].resize(nr * ncols);
       qbuf[k].resize(nr * rb);
       t.read_rows(r0, nr, fbuf[k].data());
+      over[k] = 0;
+      if (out == DType::kF16)  // 65520 and beyond round to infinity
+        for (float v : fbuf[k]) over[k] += std::isfinite(v) && std::fabs(v) >= 65520.0f;
       for (uint64_t r = 0; r < nr; ++r)
         quantize_row(out, fbuf[k].data() + r * ncols, qbuf[k].data() + r * rb, static_cast<int64_t>(ncols));
     });
+    uint64_t n_over = 0;
+    for (int k = 0; k < nb; ++k) n_over += over[k];
+    if (n_over > 0)
+      return invalid_argument("tensor '" + printable(t.name) + "': " + std::to_string(n_over) +
+                              " value(s) beyond F16's range (|x| > 65504) would become infinite in F16: choose "
+                              "BF16 or F32 (or a quantized type) for this file");
     for (int k = 0; k < nb; ++k) {
       DUET_RETURN_IF_ERROR(sink(qbuf[k].data(), qbuf[k].size()));
       on_rows(std::min(chunk_rows, nrows - (c0 + k) * chunk_rows));
@@ -322,11 +333,16 @@ Status write_gguf(const TensorSourceSet& src, GgufWriter& w, FileType ft, const 
           done += rows * t.shape[0];
           prog.update(done, t.name);
         });
-    DUET_RETURN_IF_ERROR(st);
+    if (!st.is_ok()) {
+      std::remove(out_path.c_str());  // leave no half-written file behind
+      return st;
+    }
     if (t.release) t.release();
   }
   prog.finish();
-  return w.finish();
+  Status st = w.finish();
+  if (!st.is_ok()) std::remove(out_path.c_str());
+  return st;
 }
 
 nlohmann::json fp8_quantization_config(SafetensorsOutType type) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
@@ -59,6 +60,21 @@ inline uint16_t f32_to_f16(float f) {
 }
 
 inline float bf16_to_f32(uint16_t h) { return f32_from_bits(static_cast<uint32_t>(h) << 16); }
+
+// n BF16 values (2 bytes each, any alignment) to F16, rounded to nearest even. Returns how many
+// finite inputs became +-inf (|v| >= 65520 rounds past F16's largest finite value, 65504): the
+// caller's cue that F16 cannot hold the tensor. Infinite and NaN inputs stay what they are.
+inline size_t bf16_to_f16_n(const uint8_t* src, uint16_t* dst, size_t n) {
+  size_t overflow = 0;
+  for (size_t i = 0; i < n; ++i) {
+    uint16_t b;
+    std::memcpy(&b, src + 2 * i, 2);
+    const uint16_t h = f32_to_f16(bf16_to_f32(b));
+    overflow += (h & 0x7fff) == 0x7c00 && (b & 0x7f80) != 0x7f80;
+    dst[i] = h;
+  }
+  return overflow;
+}
 
 inline uint16_t f32_to_bf16(float f) {
   uint32_t n = f32_bits(f);

@@ -2,9 +2,11 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
+#include "formats/convert.h"
 #include "formats/gguf.h"
 #include "tensor/quantize.h"
 
@@ -86,6 +88,39 @@ TEST(Gguf, MissingFileIsError) {
   auto g = GgufFile::open("/nonexistent/x.gguf");
   ASSERT_FALSE(g.is_ok());
   EXPECT_NE(g.status().message().find("cannot open"), std::string::npos);
+}
+
+// A weight past F16's range fails an F16 conversion with the tensor's name and leaves no file;
+// the same values convert to BF16.
+TEST(Gguf, F16OutputRefusesOverflowAndLeavesNoFile) {
+  TensorSourceSet src;
+  SourceTensor t;
+  t.name = "blk.0.ffn_down.weight";
+  t.shape = {64, 8};
+  t.read_rows = [](uint64_t r0, uint64_t n, float* dst) {
+    for (uint64_t r = 0; r < n; ++r)
+      for (int c = 0; c < 64; ++c) dst[r * 64 + c] = (r0 + r == 5 && c == 3) ? 1.0e5f : 0.5f;
+  };
+  src.tensors.push_back(t);
+  const std::string path = ::testing::TempDir() + "/f16_overflow.gguf";
+  std::remove(path.c_str());
+  ConvertOptions opt;
+  opt.n_threads = 2;
+  opt.quiet = true;
+  {
+    GgufWriter w;
+    Status s = write_gguf(src, w, FileType::kF16, MixModelInfo{}, path, opt);
+    ASSERT_FALSE(s.is_ok());
+    EXPECT_NE(s.message().find("blk.0.ffn_down.weight"), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find("1 value(s) beyond F16"), std::string::npos) << s.message();
+  }
+  EXPECT_FALSE(std::filesystem::exists(path));  // removed
+  GgufWriter w;
+  ASSERT_TRUE(write_gguf(src, w, FileType::kBF16, MixModelInfo{}, path, opt).is_ok());
+  auto g = GgufFile::open(path);
+  ASSERT_TRUE(g.is_ok()) << g.status().message();
+  EXPECT_EQ((*g)->tensors().at(0).dtype, DType::kBF16);
+  std::remove(path.c_str());
 }
 
 }  // namespace

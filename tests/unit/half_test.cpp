@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "tensor/dtype.h"
 #include "tensor/half.h"
@@ -42,6 +43,24 @@ TEST(Half, Bf16) {
   EXPECT_EQ(bf16_to_f32(0x3f80), 1.0f);
   EXPECT_EQ(f32_to_bf16(f32_from_bits(0x3f808000)), 0x3f80);  // tie -> even
   EXPECT_EQ(f32_to_bf16(f32_from_bits(0x3f818000)), 0x3f82);
+}
+
+TEST(Half, Bf16ToF16CountsOverflow) {
+  // 1.0, 65280 (F16-exact), 65536 (past F16: inf, counted), -1e5 (counted), +inf and NaN (kept,
+  // not counted), 2^-30 (below F16's smallest subnormal: 0), unaligned source.
+  const uint16_t in[] = {0x3f80, 0x477f, 0x4780, 0xc7c3, 0x7f80, 0x7fc0, 0x3080};
+  uint8_t bytes[1 + sizeof(in)];
+  std::memcpy(bytes + 1, in, sizeof(in));
+  uint16_t out[7];
+  EXPECT_EQ(bf16_to_f16_n(bytes + 1, out, 7), 2u);
+  EXPECT_EQ(out[0], 0x3c00);
+  EXPECT_EQ(f16_to_f32(out[1]), 65280.0f);
+  EXPECT_EQ(out[2], 0x7c00);
+  EXPECT_EQ(out[3], 0xfc00);
+  EXPECT_EQ(out[4], 0x7c00);
+  EXPECT_TRUE(std::isnan(f16_to_f32(out[5])));
+  EXPECT_EQ(out[6], 0x0000);
+  EXPECT_EQ(bf16_to_f16_n(bytes + 1, out, 2), 0u);  // the first two fit
 }
 
 TEST(DType, TableSizes) {

@@ -236,14 +236,16 @@ Result<DeviceWeight> upload_matrix(const WeightMatrix& w, const DeviceInfo& dev,
   DUET_CUDA_CHECK(cudaMemset(out.data.data(), 0, prow * rows));
   if (to_f16) {
     std::vector<uint16_t> host(static_cast<size_t>(cols) * rows);
-    for (int64_t r = 0; r < rows; ++r) {
-      const uint8_t* src = w.data + r * w.row_bytes;
-      for (int64_t c = 0; c < cols; ++c) {
-        uint16_t b;
-        std::memcpy(&b, src + 2 * c, 2);
-        host[r * cols + c] = f32_to_f16(bf16_to_f32(b));
-      }
-    }
+    size_t overflow = 0;
+    for (int64_t r = 0; r < rows; ++r)
+      overflow += bf16_to_f16_n(w.data + r * w.row_bytes, host.data() + r * cols, static_cast<size_t>(cols));
+    // A weight past F16's range would turn into an infinity and every output it touches into NaN:
+    // refuse the file on this path instead of computing garbage.
+    if (overflow > 0)
+      return invalid_argument("BF16 matrix of " + std::to_string(rows) + " x " + std::to_string(cols) + " holds " +
+                              std::to_string(overflow) + " weight(s) beyond F16's range (|w| > 65504), and this " +
+                              "device runs BF16 weights as F16: run the model on the CPU (--device cpu) or on a " +
+                              "card with BF16 (sm_80+, native kernels)");
     DUET_CUDA_CHECK(cudaMemcpy2D(out.data.data(), prow, host.data(), cols * 2, cols * 2, rows, cudaMemcpyHostToDevice));
   } else {
     DUET_CUDA_CHECK(cudaMemcpy2D(out.data.data(), prow, w.data, w.row_bytes, cols * es, rows, cudaMemcpyHostToDevice));
