@@ -731,6 +731,19 @@ TEST(MatmulUpload, RejectsBadInput) {
   w.fp8_scale_cols = 3;
   EXPECT_FALSE(upload_matrix(w, *dev_r, Fp8Mode::kAuto).is_ok());
   EXPECT_TRUE(upload_matrix(f.view(), *dev_r, Fp8Mode::kAuto).is_ok());
+  // BF16 weights where they run as F16 (the generic path; a card without BF16): one weight past
+  // F16's range refuses the matrix, where BF16 runs as BF16 it uploads.
+  HostMatrix b = make_matrix({DType::kBF16, Fp8Scale::kNone, "BF16"}, 4, 256, 3);
+  const uint16_t big = f32_to_bf16(1.0e5f);
+  std::memcpy(b.data.data() + b.row_bytes + 2 * 7, &big, 2);  // row 1, column 7
+  DeviceInfo generic = *dev_r;
+  generic.path = KernelPath::kGeneric;
+  auto g = upload_matrix(b.view(), generic, Fp8Mode::kAuto);
+  ASSERT_FALSE(g.is_ok());
+  EXPECT_NE(g.status().message().find("beyond F16's range"), std::string::npos) << g.status().message();
+  if (dev_r->use_bf16()) {
+    EXPECT_TRUE(upload_matrix(b.view(), *dev_r, Fp8Mode::kAuto).is_ok());
+  }
 }
 
 // Two K-quant products of one int8 input in one launch (matmul_q8_pair, Q4_K_M's [wq; wk] and
