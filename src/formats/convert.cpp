@@ -277,8 +277,8 @@ Status stream_tensor(const SourceTensor& t, DType out, int n_threads,
       qbuf[k].resize(nr * rb);
       t.read_rows(r0, nr, fbuf[k].data());
       over[k] = 0;
-      if (out == DType::kF16)  // 65520 and beyond round to infinity
-        for (float v : fbuf[k]) over[k] += std::isfinite(v) && std::fabs(v) >= 65520.0f;
+      if (out == DType::kF16)
+        for (float v : fbuf[k]) over[k] += f16_overflows(v);
       for (uint64_t r = 0; r < nr; ++r)
         quantize_row(out, fbuf[k].data() + r * ncols, qbuf[k].data() + r * rb, static_cast<int64_t>(ncols));
     });

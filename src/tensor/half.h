@@ -61,17 +61,21 @@ inline uint16_t f32_to_f16(float f) {
 
 inline float bf16_to_f32(uint16_t h) { return f32_from_bits(static_cast<uint32_t>(h) << 16); }
 
+// Whether f32_to_f16 turns a finite f into an infinity: |f| >= 65520 rounds past F16's largest
+// finite value, 65504.
+inline bool f16_overflows(float f) { return std::isfinite(f) && std::fabs(f) >= 65520.0f; }
+
 // n BF16 values (2 bytes each, any alignment) to F16, rounded to nearest even. Returns how many
-// finite inputs became +-inf (|v| >= 65520 rounds past F16's largest finite value, 65504): the
-// caller's cue that F16 cannot hold the tensor. Infinite and NaN inputs stay what they are.
+// finite inputs became infinities (f16_overflows): the caller's cue that F16 cannot hold the
+// tensor. Infinite and NaN inputs stay what they are.
 inline size_t bf16_to_f16_n(const uint8_t* src, uint16_t* dst, size_t n) {
   size_t overflow = 0;
   for (size_t i = 0; i < n; ++i) {
     uint16_t b;
     std::memcpy(&b, src + 2 * i, 2);
-    const uint16_t h = f32_to_f16(bf16_to_f32(b));
-    overflow += (h & 0x7fff) == 0x7c00 && (b & 0x7f80) != 0x7f80;
-    dst[i] = h;
+    const float v = bf16_to_f32(b);
+    overflow += f16_overflows(v);
+    dst[i] = f32_to_f16(v);
   }
   return overflow;
 }

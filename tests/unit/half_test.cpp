@@ -61,6 +61,13 @@ TEST(Half, Bf16ToF16CountsOverflow) {
   EXPECT_TRUE(std::isnan(f16_to_f32(out[5])));
   EXPECT_EQ(out[6], 0x0000);
   EXPECT_EQ(bf16_to_f16_n(bytes + 1, out, 2), 0u);  // the first two fit
+  // The bound agrees with f32_to_f16 itself: 65519.996 is the last float to round to 65504.
+  EXPECT_FALSE(f16_overflows(std::nextafter(65520.0f, 0.0f)));
+  EXPECT_EQ(f32_to_f16(std::nextafter(65520.0f, 0.0f)), 0x7bff);
+  EXPECT_TRUE(f16_overflows(65520.0f));
+  EXPECT_EQ(f32_to_f16(65520.0f), 0x7c00);
+  EXPECT_TRUE(f16_overflows(-1e30f));
+  EXPECT_FALSE(f16_overflows(INFINITY));
 }
 
 TEST(DType, TableSizes) {
