@@ -3,7 +3,8 @@
 # sm_90 by default, DUET_CUDA_ARCHS overrides) and gathers what scripts/gpu-check.sh needs on a
 # GPU machine that lacks the build dependencies: the stripped duet binary, the GPU test
 # executables, the tokenizers `duet synth` embeds, and the kernel tracer with its CUPTI.
-# GPU_TESTS="duet_gpu_model ..." packs only those test executables (default: every duet_gpu_*),
+# GPU_TESTS="duet_gpu_model ..." packs only those test executables (default: every duet_gpu_*;
+# set and empty: none, e.g. a bundle that travels beside llama.cpp's 40 MB package),
 # KTRACE=0 leaves the tracer out and TOKENIZERS=0 the tokenizers (a smaller bundle, e.g. beside a
 # real model's first part for scripts/gpu-real-model.sh: GPU_TESTS=duet_gpu_model KTRACE=0
 # TOKENIZERS=0, 16 MB packed).
@@ -16,7 +17,7 @@ archs=${DUET_CUDA_ARCHS:-90}
 nvcc=${CUDACXX:-/usr/local/cuda/bin/nvcc}
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DDUET_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$archs" \
   -DCMAKE_CUDA_COMPILER="$nvcc" >/dev/null
-tests=${GPU_TESTS:-$(ninja -C build-gpu -t targets all | grep -o '^duet_gpu_[a-z_]*' | sort -u)}
+tests=${GPU_TESTS-$(ninja -C build-gpu -t targets all | grep -o '^duet_gpu_[a-z_]*' | sort -u)}
 ninja -C build-gpu -j"${DUET_JOBS:-2}" duet $tests
 rm -rf "$out"
 mkdir -p "$out/tokenizers"
