@@ -28,10 +28,12 @@
 #   call 1, carrying .devcarry/rm.tar.xz, .devcarry/real/shakespeare.txt and the model's .sha256 and
 #   .part00: scripts/gpu-real-model.sh .devcarry/real $OUT .devcarry/rm.tar.xz
 #   call 2 (within the machine's warm time), carrying .part01: scripts/gpu-real-model.sh .devcarry/real $OUT
+# The checks run once every manifest the store holds is complete, on all those models: carry a
+# model's manifest with its first part (Gemma 3 270M after SmolLM2: five more calls of 32-57 MiB).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/gpu-lib.sh
-[ $# -ge 2 ] || { sed -n 2,30p "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+[ $# -ge 2 ] || { sed -n 2,32p "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 parts=$1
 out=$2
 bundle=${3:-}
