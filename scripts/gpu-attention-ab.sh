@@ -15,9 +15,8 @@ start_run "$1" "$2" "${3:-}"
 (synth_q7 q7-q4km.gguf:Q4_K_M) >"$out/synth.log" 2>&1 &
 synth_pid=$!
 status=0
-IFS='|' read -r -a tsets <<<"${TEST_SETS:--}"
-for set in "${tsets[@]}"; do
-  split_setting "$set"
+run_tests() {  # N SETTING
+  local set=$2 rc
   echo "== duet_gpu_attention tests [$(echo $set)]" | tee -a "$out/attn-tests.log"
   env "${env_words[@]}" "$bin/duet_gpu_attention" --gtest_filter='-*Benchmark*' >"$work/attn-test.log" 2>&1
   rc=$?
@@ -25,14 +24,15 @@ for set in "${tsets[@]}"; do
   grep -E "PASSED|FAILED| FAIL$|decode long" "$work/attn-test.log" | head -30
   echo "   exit status $rc"
   [ $rc = 0 ] || status=1
-done
-IFS='|' read -r -a bsets <<<"${BENCH_SETS:--}"
-for set in "${bsets[@]}"; do
-  split_setting "$set"
+}
+run_bench() {  # N SETTING
+  local set=$2
   echo "== duet_gpu_attention benchmark [$(echo $set)]" | tee -a "$out/attn-bench.log"
   env "${env_words[@]}" "$bin/duet_gpu_attention" --gtest_filter='*Benchmark*' >"$work/attn-bench.log" 2>&1
   cat "$work/attn-bench.log" >>"$out/attn-bench.log"
   grep -E "bench decode" "$work/attn-bench.log"
-done
+}
+each_setting "${TEST_SETS:-}" run_tests
+each_setting "${BENCH_SETS:-}" run_bench
 wait $synth_pid
 exit $status

@@ -12,14 +12,12 @@ cd "$(dirname "$0")/.."
 source scripts/gpu-lib.sh
 start_run "$1" "$2" "${3:-}"
 synth_q7 q7-q4km.gguf:Q4_K_M
-IFS='|' read -r -a sets <<<"${SETS:--}"
-i=0
-for set in "${sets[@]}"; do
-  i=$((i + 1))
-  split_setting "$set"
+trace() {  # N SETTING
+  local i=$1 set=$2
   echo "== ktrace-$i [$(echo $set)]: duet bench ${ARGS:--p 0 -n 32 -r 1}" | tee "$out/ktrace-$i.txt"
   env "${env_words[@]}" LD_LIBRARY_PATH="$bin:${LD_LIBRARY_PATH:-}" CUDA_INJECTION64_PATH="$bin/libduet_ktrace.so" \
     DUET_KTRACE_OUT="$work/ktrace-$i.csv" "$bin/$exe" bench -m "$work/q7-q4km.gguf" ${ARGS:--p 0 -n 32 -r 1} 2>&1 |
     grep -E "pp|tg|step" | tee -a "$out/ktrace-$i.txt"
   python3 scripts/ktrace_report.py "$work/ktrace-$i.csv" ${REPORT_ARGS:---skip 2} >>"$out/ktrace-$i.txt" 2>&1
-done
+}
+each_setting "${SETS:-}" trace

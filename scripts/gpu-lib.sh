@@ -55,3 +55,15 @@ split_setting() {
     case $w in -) ;; BIN=*) exe=${w#BIN=} ;; *) env_words+=("$w") ;; esac
   done
 }
+
+# each_setting "SETTINGS" FUNC: for each "|"-separated setting of SETTINGS ("-" when empty), in
+# order, split_setting it and call FUNC N SETTING (N counted from 1).
+each_setting() {
+  local sets s n=0
+  IFS='|' read -r -a sets <<<"${1:--}"
+  for s in "${sets[@]}"; do
+    n=$((n + 1))
+    split_setting "$s"
+    "$2" "$n" "$s"
+  done
+}

@@ -12,11 +12,8 @@ cd "$(dirname "$0")/.."
 source scripts/gpu-lib.sh
 start_run "$1" "$2" "${3:-}"
 synth_q7 q7-q4km.gguf:Q4_K_M
-IFS='|' read -r -a sets <<<"${SETS:--}"
-i=0
-for set in "${sets[@]}"; do
-  i=$((i + 1))
-  split_setting "$set"
+sample() {  # N SETTING
+  local i=$1 set=$2 smi
   echo "== power-$i [$(echo $set)]: duet bench ${ARGS:--p 0 -n 256 -r 3}"
   nvidia-smi --query-gpu=timestamp,power.draw,clocks.sm,clocks.mem,clocks_throttle_reasons.active,temperature.gpu \
     --format=csv,noheader,nounits -lms 20 >"$out/smi-$i.csv" &
@@ -39,4 +36,5 @@ for r in half:
     reasons[r[4]] = reasons.get(r[4], 0) + 1
 print("  throttle reasons (bitmask: samples):", ", ".join(f"{k}: {n}" for k, n in sorted(reasons.items())))
 PY
-done
+}
+each_setting "${SETS:-}" sample
